@@ -1,0 +1,17 @@
+"""Errors the command line reports as a single line naming what is wrong."""
+
+
+class ClevrGameError(Exception):
+    """Base of every error meant for the user: the message is one line."""
+
+
+class InputError(ClevrGameError, ValueError):
+    """A malformed input file or value; the message names file, item and field."""
+
+
+def located(source: str | None, *parts: str) -> str:
+    """Join a location prefix like `scenes.json: scene 12, object 3`."""
+    where = ", ".join(p for p in parts if p)
+    if source and where:
+        return f"{source}: {where}"
+    return source or where

@@ -1,0 +1,368 @@
+"""Scenes and objects; CLEVR scene JSON in and out; the camera, directions, relationships.
+
+Real CLEVR files load unchanged and are written back with the same keys, so what
+this project writes loads in other CLEVR tools. Unknown keys (`region`, `mask`,
+...) are kept for the round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clevr_game.errors import InputError, located
+from clevr_game.vocab import ATTRIBUTES, CLEVR, RELATIONS, Vocabulary, get_vocabulary
+
+RELATION_THRESHOLD = 0.2
+"""Object j is `<rel>` of i when (c_j - c_i) . d_rel > this (CLEVR's own rule)."""
+
+# The camera of CLEVR's base_scene.blend (matrix_world read with bpy 5.0.1); CLEVR
+# jittered its location per image, so real pixel_coords differ by a few pixels.
+CAMERA_MATRIX_WORLD = np.array(
+    [
+        [0.6563112735748291, -0.35794052481651306, 0.664179265499115, 7.481131553649902],
+        [0.7544902563095093, 0.3113630414009094, -0.5777521133422852, -6.5076398849487305],
+        [1.4901161193847656e-08, 0.8803019523620605, 0.47441375255584717, 5.34366512298584],
+        [0.0, 0.0, 0.0, 1.0],
+    ]
+)
+CAMERA_LENS_MM = 35.0
+CAMERA_SENSOR_WIDTH_MM = 32.0
+IMAGE_WIDTH = 480
+IMAGE_HEIGHT = 320
+
+
+def _ground_direction(vector: np.ndarray) -> tuple[float, float, float]:
+    flat = np.array([vector[0], vector[1], 0.0])
+    flat /= np.linalg.norm(flat)
+    return (float(flat[0]), float(flat[1]), float(flat[2]))
+
+
+def camera_directions(matrix_world: np.ndarray = CAMERA_MATRIX_WORLD) -> dict[str, tuple[float, float, float]]:
+    """CLEVR's `directions`: the camera's right and backward axes projected on the ground."""
+    rotation = matrix_world[:3, :3]
+    right = _ground_direction(rotation @ np.array([1.0, 0.0, 0.0]))
+    behind = _ground_direction(rotation @ np.array([0.0, 0.0, -1.0]))
+    neg = lambda v: tuple(-x for x in v)  # noqa: E731
+    return {
+        "right": right,
+        "behind": behind,
+        "above": (0.0, 0.0, 1.0),
+        "below": (0.0, 0.0, -1.0),
+        "left": neg(right),
+        "front": neg(behind),
+    }
+
+
+DEFAULT_DIRECTIONS = camera_directions()
+
+
+def project_to_pixels(
+    coords: np.ndarray,
+    width: int = IMAGE_WIDTH,
+    height: int = IMAGE_HEIGHT,
+    matrix_world: np.ndarray = CAMERA_MATRIX_WORLD,
+) -> np.ndarray:
+    """(N, 3) world coordinates -> (N, 3) CLEVR pixel_coords (x, y from top-left, depth)."""
+    rotation = matrix_world[:3, :3]
+    origin = matrix_world[:3, 3]
+    cam = (np.asarray(coords, dtype=np.float64) - origin) @ rotation
+    depth = -cam[:, 2]
+    scale = CAMERA_LENS_MM / CAMERA_SENSOR_WIDTH_MM
+    u = 0.5 + cam[:, 0] / depth * scale
+    v = 0.5 + cam[:, 1] / depth * scale * width / height
+    return np.stack([np.round(u * width), np.round(height - v * height), depth], axis=1)
+
+
+def relation_matrices(coords: np.ndarray, directions: dict[str, Any]) -> dict[str, np.ndarray]:
+    """rel -> (N, N) bool, M[i, j] true when object j is `rel` of object i."""
+    coords = np.asarray(coords, dtype=np.float64)
+    delta = coords[None, :, :] - coords[:, None, :]  # delta[i, j] = c_j - c_i
+    return {
+        rel: (delta @ np.asarray(directions[rel], dtype=np.float64)) > RELATION_THRESHOLD
+        for rel in RELATIONS
+    }
+
+
+def relationships_from_matrices(matrices: dict[str, np.ndarray]) -> dict[str, list[list[int]]]:
+    return {
+        rel: [np.flatnonzero(row).tolist() for row in matrix] for rel, matrix in matrices.items()
+    }
+
+
+@dataclass
+class SceneObject:
+    size: str
+    color: str
+    material: str
+    shape: str
+    coords: tuple[float, float, float]
+    rotation: float = 0.0
+    pixel_coords: tuple[float, float, float] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def attribute(self, name: str) -> str:
+        return getattr(self, name)
+
+    def describe(self) -> str:
+        """`small red metal cube`."""
+        return f"{self.size} {self.color} {self.material} {self.shape}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "color": self.color,
+            "size": self.size,
+            "rotation": self.rotation,
+            "shape": self.shape,
+            "3d_coords": list(self.coords),
+            "material": self.material,
+        }
+        if self.pixel_coords is not None:
+            out["pixel_coords"] = list(self.pixel_coords)
+        out.update(self.extra)
+        return out
+
+
+@dataclass
+class Scene:
+    objects: list[SceneObject]
+    directions: dict[str, tuple[float, float, float]] = field(
+        default_factory=lambda: dict(DEFAULT_DIRECTIONS)
+    )
+    vocabulary: Vocabulary = CLEVR
+    image_index: int | None = None
+    image_filename: str | None = None
+    split: str | None = None
+    relationships: dict[str, list[list[int]]] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def coords(self) -> np.ndarray:
+        """(N, 3) float64 world coordinates."""
+        return np.array([o.coords for o in self.objects], dtype=np.float64).reshape(-1, 3)
+
+    def attribute_ids(self) -> np.ndarray:
+        """(N, 4) int64 value ids in ATTRIBUTES order, against this scene's vocabulary."""
+        return np.array(
+            [[self.vocabulary.index(a, o.attribute(a)) for a in ATTRIBUTES] for o in self.objects],
+            dtype=np.int64,
+        ).reshape(-1, len(ATTRIBUTES))
+
+    def radii(self) -> np.ndarray:
+        return np.array([self.vocabulary.radius(o.size) for o in self.objects], dtype=np.float64)
+
+    def relation_matrices(self) -> dict[str, np.ndarray]:
+        return relation_matrices(self.coords(), self.directions)
+
+    def computed_relationships(self) -> dict[str, list[list[int]]]:
+        return relationships_from_matrices(self.relation_matrices())
+
+    def with_coords(self, coords: np.ndarray, *, pixel_coords: bool = True) -> Scene:
+        """A copy with objects moved to `coords` (N, 2 or 3), relationships recomputed."""
+        coords = np.asarray(coords, dtype=np.float64)
+        objects = []
+        for obj, xyz in zip(self.objects, coords, strict=True):
+            z = float(xyz[2]) if xyz.shape[0] > 2 else obj.coords[2]
+            objects.append(
+                SceneObject(
+                    obj.size, obj.color, obj.material, obj.shape,
+                    (float(xyz[0]), float(xyz[1]), z), obj.rotation, obj.pixel_coords, dict(obj.extra),
+                )
+            )
+        moved = Scene(
+            objects, dict(self.directions), self.vocabulary, self.image_index,
+            self.image_filename, self.split, None, dict(self.extra),
+        )
+        if pixel_coords and objects:
+            for obj, px in zip(objects, project_to_pixels(moved.coords()), strict=True):
+                obj.pixel_coords = (int(px[0]), int(px[1]), float(px[2]))
+        moved.relationships = moved.computed_relationships()
+        return moved
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.image_index is not None:
+            out["image_index"] = self.image_index
+        out["objects"] = [o.to_json() for o in self.objects]
+        rels = self.relationships if self.relationships is not None else self.computed_relationships()
+        out["relationships"] = rels
+        if self.image_filename is not None:
+            out["image_filename"] = self.image_filename
+        if self.split is not None:
+            out["split"] = self.split
+        out["directions"] = {k: list(v) for k, v in self.directions.items()}
+        if self.vocabulary is not CLEVR:
+            out["vocabulary"] = self.vocabulary.name
+        out.update(self.extra)
+        return out
+
+
+# ---------------------------------------------------------------- parsing
+
+_OBJECT_KEYS = {"size", "color", "material", "shape", "3d_coords", "rotation", "pixel_coords"}
+_SCENE_KEYS = {"objects", "directions", "relationships", "image_index", "image_filename", "split", "vocabulary"}
+
+
+def _number(value: Any, where: str, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _vector(value: Any, where: str, name: str, length: int) -> tuple[float, ...]:
+    if not isinstance(value, (list, tuple)) or len(value) != length:
+        raise InputError(f"{where}: {name} must be a list of {length} numbers, got {value!r}")
+    return tuple(_number(x, where, name) for x in value)
+
+
+def parse_object(data: Any, vocabulary: Vocabulary, where: str) -> SceneObject:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object (JSON dict), got {type(data).__name__}")
+    values = {}
+    for attribute in ATTRIBUTES:
+        if attribute not in data:
+            raise InputError(f"{where}: missing field '{attribute}'")
+        value = data[attribute]
+        if not isinstance(value, str):
+            raise InputError(f"{where}: {attribute} must be a string, got {value!r}")
+        try:
+            vocabulary.index(attribute, value)
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        values[attribute] = value
+    if "3d_coords" not in data:
+        raise InputError(f"{where}: missing field '3d_coords'")
+    coords = _vector(data["3d_coords"], where, "3d_coords", 3)
+    rotation = data.get("rotation", 0.0)
+    _number(rotation, where, "rotation")
+    pixel = data.get("pixel_coords")
+    if pixel is not None:
+        _vector(pixel, where, "pixel_coords", 3)
+    pixel_coords = tuple(pixel) if pixel is not None else None  # ints stay ints on the way out
+    extra = {k: v for k, v in data.items() if k not in _OBJECT_KEYS}
+    return SceneObject(coords=coords, rotation=rotation, pixel_coords=pixel_coords, extra=extra, **values)
+
+
+def parse_scene(
+    data: Any, source: str | None = None, index: int | None = None, vocabulary: Vocabulary | None = None
+) -> Scene:
+    """One CLEVR scene dict -> Scene; InputError names source, scene and object."""
+    scene_where = located(source, f"scene {index}" if index is not None else "")
+    if not isinstance(data, dict):
+        raise InputError(f"{scene_where}: expected a scene (JSON dict), got {type(data).__name__}")
+    if vocabulary is None:
+        name = data.get("vocabulary", CLEVR.name)
+        try:
+            vocabulary = get_vocabulary(name) if isinstance(name, str) else get_vocabulary(repr(name))
+        except ValueError as exc:
+            raise InputError(f"{scene_where}: {exc}") from None
+    objects_data = data.get("objects")
+    if not isinstance(objects_data, list):
+        raise InputError(f"{scene_where}: missing or malformed field 'objects' (expected a list)")
+    objects = [
+        parse_object(obj, vocabulary, located(source, f"scene {index}" if index is not None else "", f"object {i}"))
+        for i, obj in enumerate(objects_data)
+    ]
+    directions = dict(DEFAULT_DIRECTIONS)
+    if "directions" in data:
+        raw = data["directions"]
+        if not isinstance(raw, dict):
+            raise InputError(f"{scene_where}: directions must be a dict")
+        for rel, vec in raw.items():
+            _vector(vec, scene_where, f"directions.{rel}", 3)
+            directions[rel] = tuple(vec)  # as written, so ints stay ints on the way out
+    relationships = data.get("relationships")
+    if relationships is not None:
+        _check_relationships(relationships, len(objects), scene_where)
+    image_index = data.get("image_index")
+    if image_index is not None and (isinstance(image_index, bool) or not isinstance(image_index, int)):
+        raise InputError(f"{scene_where}: image_index must be an integer, got {image_index!r}")
+    return Scene(
+        objects=objects,
+        directions=directions,
+        vocabulary=vocabulary,
+        image_index=image_index,
+        image_filename=data.get("image_filename"),
+        split=data.get("split"),
+        relationships=relationships,
+        extra={k: v for k, v in data.items() if k not in _SCENE_KEYS},
+    )
+
+
+def _check_relationships(relationships: Any, n: int, where: str) -> None:
+    if not isinstance(relationships, dict):
+        raise InputError(f"{where}: relationships must be a dict")
+    for rel, rows in relationships.items():
+        if not isinstance(rows, list) or len(rows) != n:
+            raise InputError(f"{where}: relationships.{rel} must be a list of {n} lists")
+        for row in rows:
+            if not isinstance(row, list) or any(
+                isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < n for j in row
+            ):
+                raise InputError(f"{where}: relationships.{rel} holds an index outside 0..{n - 1}")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Load JSON; InputError names the file and the line of a syntax error."""
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+
+
+def load_scenes(path: str | os.PathLike[str], vocabulary: Vocabulary | None = None) -> list[Scene]:
+    """A CLEVR `{"info", "scenes"}` file, a list of scenes, or a single scene."""
+    data = read_json(path)
+    name = Path(path).name
+    if isinstance(data, dict) and "scenes" in data:
+        scenes = data["scenes"]
+        if not isinstance(scenes, list):
+            raise InputError(f"{name}: 'scenes' must be a list")
+        return [parse_scene(s, name, i, vocabulary) for i, s in enumerate(scenes)]
+    if isinstance(data, list):
+        return [parse_scene(s, name, i, vocabulary) for i, s in enumerate(data)]
+    if isinstance(data, dict) and "objects" in data:
+        return [parse_scene(data, name, None, vocabulary)]
+    raise InputError(f"{name}: expected a CLEVR scenes file (with 'scenes') or a single scene (with 'objects')")
+
+
+def load_scenes_info(path: str | os.PathLike[str]) -> dict[str, Any]:
+    data = read_json(path)
+    return data.get("info", {}) if isinstance(data, dict) else {}
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = None) -> None:
+    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=indent)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_scenes(
+    path: str | os.PathLike[str], scenes: Iterable[Scene], info: dict[str, Any] | None = None
+) -> None:
+    write_json_atomic(path, {"info": info or {}, "scenes": [s.to_json() for s in scenes]})
