@@ -1,0 +1,103 @@
+"""The `clevr-game` command line: the one thin module that sees every package.
+
+Each command imports what it needs inside its handler, so `import clevr_game`
+and `clevr-game --help` stay light. A ClevrGameError ends the run with one line
+on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from clevr_game.errors import ClevrGameError
+
+Handler = Callable[[argparse.Namespace], int | None]
+
+
+# ------------------------------------------------------------------ world (issue 2)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int | None:
+    from clevr_game.generate import generate_dataset
+
+    generate_dataset(
+        out_dir=args.out,
+        num_scenes=args.num_scenes,
+        questions_per_scene=args.questions_per_scene,
+        seed=args.seed,
+        min_objects=args.min_objects,
+        max_objects=args.max_objects,
+        templates=args.templates,
+        split=args.split,
+        progress=not args.no_progress,
+    )
+    print(f"wrote {args.out}/scenes.json and {args.out}/questions.json")
+    return 0
+
+
+def _cmd_answer(args: argparse.Namespace) -> int | None:
+    from clevr_game.answering import answer_files
+
+    correct, total = answer_files(args.scenes, args.questions, args.out)
+    print(f"accuracy: {correct}/{total}")
+    return 0
+
+
+def _add_world_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="random valid CLEVR scenes and template questions")
+    p.add_argument("--num-scenes", type=int, default=100)
+    p.add_argument("--questions-per-scene", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-objects", type=int, default=3)
+    p.add_argument("--max-objects", type=int, default=10)
+    p.add_argument("--templates", default=None, help="a template file or folder (CLEVR 1.0 format); default: the project's own")
+    p.add_argument("--split", default="new")
+    p.add_argument("--out", default="clevr_output")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_generate)
+
+    p = sub.add_parser("answer", help="execute every question's program; last line `accuracy: X/Y`")
+    p.add_argument("--scenes", required=True)
+    p.add_argument("--questions", required=True)
+    p.add_argument("--out", default=None, help="write predictions JSON here")
+    p.set_defaults(handler=_cmd_answer)
+
+
+# ------------------------------------------------------------------ CLEVR-POC (issue 3)
+
+
+def _add_poc_commands(sub: argparse._SubParsersAction) -> None:
+    from clevr_game.asp.commands import add_poc_commands
+
+    add_poc_commands(sub)
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="clevr-game", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_world_commands(sub)
+    _add_poc_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return int(handler(args) or 0)
+    except ClevrGameError as exc:
+        print(f"clevr-game: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("clevr-game: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
