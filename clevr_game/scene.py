@@ -93,8 +93,10 @@ def relation_matrices(coords: np.ndarray, directions: dict[str, Any]) -> dict[st
 
 
 def relationships_from_matrices(matrices: dict[str, np.ndarray]) -> dict[str, list[list[int]]]:
+    # Plain Python over tolist() beats one numpy call per row for CLEVR's 3 to 10 objects.
     return {
-        rel: [np.flatnonzero(row).tolist() for row in matrix] for rel, matrix in matrices.items()
+        rel: [[j for j, hit in enumerate(row) if hit] for row in matrix.tolist()]
+        for rel, matrix in matrices.items()
     }
 
 
