@@ -1,0 +1,1 @@
+"""Example players run as subprocesses (`python -m players.examples.<name>`)."""

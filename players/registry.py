@@ -1,0 +1,77 @@
+"""Players by name: `load("oracle")`, `load("subprocess:<command line>")`, `load("http://host:port/path")`.
+
+Learned players register themselves by name with `register(name, factory)`; the
+factory receives the keyword arguments given to `load`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from clevr_game.errors import InputError
+from players.http_player import HttpPlayer
+from players.oracle import OraclePlayer
+from players.protocol import Player
+from players.subprocess_player import SubprocessPlayer
+
+PlayerFactory = Callable[..., Player]
+
+SUBPROCESS_PREFIX = "subprocess:"
+HTTP_PREFIXES = ("http://", "https://")
+
+_FACTORIES: dict[str, PlayerFactory] = {}
+
+
+def register(name: str, factory: PlayerFactory, *, replace: bool = False) -> None:
+    """Make `load(name, **kwargs)` return `factory(**kwargs)`."""
+    if not name or ":" in name:
+        raise ValueError(f"player name {name!r} must be non-empty and contain no ':'")
+    if name in _FACTORIES and not replace:
+        raise ValueError(f"player {name!r} is already registered (pass replace=True to override)")
+    _FACTORIES[name] = factory
+
+
+def available() -> list[str]:
+    """Registered player names, sorted."""
+    return sorted(_FACTORIES)
+
+
+def load(name_or_spec: str, **kwargs: Any) -> Player:
+    """A player from a registered name, `subprocess:<command line>` or an http(s) URL.
+
+    Keyword arguments go to the player's constructor (e.g. `needs`, `timeout_s`).
+    InputError (one line) for an unknown name or an empty command.
+    """
+    spec = name_or_spec.strip()
+    if spec.startswith(SUBPROCESS_PREFIX):
+        command = shlex.split(spec[len(SUBPROCESS_PREFIX):])
+        if not command:
+            raise InputError(f"player spec {name_or_spec!r}: no command after '{SUBPROCESS_PREFIX}'")
+        return SubprocessPlayer(command, **kwargs)
+    if spec.startswith(HTTP_PREFIXES):
+        return HttpPlayer(spec, **kwargs)
+    factory = _FACTORIES.get(spec)
+    if factory is None:
+        raise InputError(
+            f"unknown player {name_or_spec!r} (expected one of {', '.join(available())}, "
+            f"'{SUBPROCESS_PREFIX}<command line>' or an http:// URL)"
+        )
+    return factory(**kwargs)
+
+
+def _majority_example(**kwargs: Any) -> Player:
+    # The example runs wherever the caller is: put this checkout on its import path.
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(kwargs.pop("env", None) or os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    kwargs.setdefault("name", "majority")
+    return SubprocessPlayer([sys.executable, "-m", "players.examples.majority_player"], env=env, **kwargs)
+
+
+register("oracle", OraclePlayer)
+register("majority", _majority_example)

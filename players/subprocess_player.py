@@ -1,0 +1,303 @@
+"""A player that is any program speaking JSON lines on stdin / stdout (docs/players.md).
+
+The whole batch is written by a writer thread while reader threads drain stdout and
+stderr, so neither side can block on a full pipe. Each answer must arrive within
+`timeout_s` of the previous one (plus `startup_timeout_s` for the first answer of a
+fresh process, which may be loading a model). A hang, a crash, a garbage line, a
+wrong id or an answer outside the vocabulary becomes an error answer for the query
+it concerns; after a hang or a crash the process is replaced and the rest of the
+batch is sent to the new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import threading
+import weakref
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from players.protocol import (
+    NEED_SCENE,
+    Answer,
+    Player,
+    Query,
+    answer_from_wire,
+    check_needs,
+    one_line,
+    query_to_wire,
+    shown,
+)
+
+_STDERR_LINES_KEPT = 20
+_EXIT_WAIT_S = 1.0  # for the exit code of a process that closed its stdout
+_STOP_GRACE_S = 1.0  # for a process to exit by itself once its stdin is closed
+
+
+class _Timeout:
+    """Marks a wait for a line that ran out of time."""
+
+
+_TIMED_OUT = _Timeout()
+
+
+def _kill_group(popen: subprocess.Popen[bytes]) -> None:
+    # Only while the leader is not reaped: its pid (the group id) cannot be reused yet.
+    if popen.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait()
+
+
+class _Process:
+    """One running player process and the threads that feed and drain its pipes."""
+
+    def __init__(self, command: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> None:
+        self.popen = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,  # its own group, so helpers it spawns die with it
+        )
+        self.answered_any = False
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES_KEPT)
+        self._writer: threading.Thread | None = None
+        self._stdout_pump = threading.Thread(target=self._pump_stdout, daemon=True)
+        self._stderr_pump = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._stdout_pump.start()
+        self._stderr_pump.start()
+        # A player forgotten without close() must not outlive the interpreter.
+        weakref.finalize(self, _kill_group, self.popen)
+
+    def _pump_stdout(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _pump_stderr(self) -> None:
+        assert self.popen.stderr is not None
+        for line in self.popen.stderr:
+            text = line.decode("utf-8", "replace").strip()
+            if text:
+                self._stderr_tail.append(text)
+
+    def _write(self, payload: bytes) -> None:
+        assert self.popen.stdin is not None
+        try:
+            self.popen.stdin.write(payload)
+            self.popen.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # the process died or was killed; the reader reports it
+
+    def send(self, payload: bytes) -> None:
+        """Write `payload` in the background; the reader side never waits for it."""
+        if self._writer is not None:
+            self._writer.join()
+        self._writer = threading.Thread(target=self._write, args=(payload,), daemon=True)
+        self._writer.start()
+
+    def next_line(self, timeout_s: float) -> bytes | None | _Timeout:
+        """The next stdout line, None at end of output, or _TIMED_OUT."""
+        try:
+            return self._lines.get(timeout=timeout_s)
+        except queue.Empty:
+            return _TIMED_OUT
+
+    def exit_description(self) -> str:
+        """`exited with code 3` / `was killed by signal 9` / `closed its stdout`."""
+        try:
+            code = self.popen.wait(timeout=_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return "closed its stdout"
+        # Let the stderr pump read the last words of the process.
+        self._stderr_pump.join(timeout=_EXIT_WAIT_S)
+        if code < 0:
+            return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def last_stderr(self) -> str:
+        return self._stderr_tail[-1] if self._stderr_tail else ""
+
+    def kill(self) -> None:
+        _kill_group(self.popen)
+        self._join_threads()
+
+    def stop(self) -> None:
+        """Close stdin (a polite end of input), then kill whatever is still running."""
+        # A writer still blocked on a full pipe holds the stdin lock: skip the politeness.
+        if self._writer is None or not self._writer.is_alive():
+            with contextlib.suppress(OSError):
+                assert self.popen.stdin is not None
+                self.popen.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=_STOP_GRACE_S)
+        self.kill()
+
+    def _join_threads(self) -> None:
+        for thread in (self._writer, self._stdout_pump, self._stderr_pump):
+            if thread is not None:
+                thread.join(timeout=_EXIT_WAIT_S)
+        for pipe in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+@dataclass
+class _ReadOutcome:
+    answer: Answer
+    process_lost: bool = False
+
+
+class SubprocessPlayer(Player):
+    """A player run as `command`, one JSON query per stdin line, one JSON answer per stdout line.
+
+    `needs` says what the program is sent (`scene`, `image`, `program`); `timeout_s`
+    bounds the wait for each answer; `max_restarts` is how many times in a row the
+    process may be replaced without giving an answer in between, after which every
+    further query fails at once (a player that cannot start is not retried forever).
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        needs: Sequence[str] | frozenset[str] = frozenset({NEED_SCENE}),
+        name: str | None = None,
+        timeout_s: float = 10.0,
+        startup_timeout_s: float = 30.0,
+        max_restarts: int = 3,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if not command:
+            raise ValueError("subprocess player: empty command")
+        if timeout_s <= 0 or startup_timeout_s < 0 or max_restarts < 0:
+            raise ValueError(
+                "subprocess player: timeout_s must be > 0, startup_timeout_s and max_restarts >= 0"
+            )
+        self.command = [str(part) for part in command]
+        self.needs = check_needs(needs)
+        self.name = name or one_line(f"subprocess:{shlex.join(self.command)}", 80)
+        self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.max_restarts = max_restarts
+        self.cwd = cwd
+        # Unbuffered output for Python players that forget to flush.
+        self.env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
+        self.restarts = 0
+        """Processes replaced after a hang or a crash, over the player's life."""
+        self._process: _Process | None = None
+        self._failures_in_row = 0
+        self._last_failure = ""
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ batches
+
+    def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
+        with self._lock:
+            answers: list[Answer] = []
+            while len(answers) < len(queries):
+                pending = queries[len(answers):]
+                refusal = self._refusal()
+                if refusal is not None:
+                    answers.extend(Answer.failed(q.item_id, f"{self.name}: {refusal}") for q in pending)
+                    break
+                process = self._running_process(pending[0])
+                if isinstance(process, Answer):
+                    answers.append(process)
+                    continue
+                process.send(self._encode(pending))
+                for query in pending:
+                    outcome = self._read_answer(process, query)
+                    answers.append(outcome.answer)
+                    if outcome.process_lost:
+                        self._lose_process(outcome.answer.error or "")
+                        break
+            return answers
+
+    def _encode(self, queries: Sequence[Query]) -> bytes:
+        lines = [json.dumps(query_to_wire(q, self.needs), separators=(",", ":")) for q in queries]
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def _refusal(self) -> str | None:
+        if self._closed:
+            return "player is closed"
+        if self._failures_in_row > self.max_restarts:
+            return (
+                f"gave up after {self._failures_in_row} failures in a row "
+                f"(max_restarts={self.max_restarts}); last: {self._last_failure}"
+            )
+        return None
+
+    def _running_process(self, first: Query) -> _Process | Answer:
+        """The live process, started if needed; a start failure is the error answer of `first`."""
+        if self._process is not None:
+            return self._process
+        try:
+            self._process = _Process(self.command, self.cwd, self.env)
+        except OSError as exc:
+            error = f"{self.name}: query {first.item_id!r}: cannot start {shlex.join(self.command)}: {exc.strerror or exc}"
+            self._lose_process(error)
+            return Answer.failed(first.item_id, error)
+        return self._process
+
+    def _lose_process(self, error: str) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process = None
+            self.restarts += 1
+        self._failures_in_row += 1
+        self._last_failure = error.removeprefix(f"{self.name}: ") or "unknown failure"
+
+    def _read_answer(self, process: _Process, query: Query) -> _ReadOutcome:
+        where = f"{self.name}: query {query.item_id!r}"
+        timeout_s = self.timeout_s + (0.0 if process.answered_any else self.startup_timeout_s)
+        line = process.next_line(timeout_s)
+        if isinstance(line, _Timeout):
+            return _ReadOutcome(
+                Answer.failed(query.item_id, f"{where}: no answer within {timeout_s:g} s (hang); process killed"),
+                process_lost=True,
+            )
+        if line is None:
+            stderr = process.last_stderr()
+            said = f" (last stderr: {stderr})" if stderr else ""
+            return _ReadOutcome(
+                Answer.failed(query.item_id, f"{where}: process {process.exit_description()} before answering{said}"),
+                process_lost=True,
+            )
+        process.answered_any = True
+        self._failures_in_row = 0  # it is alive and talking
+        try:
+            data = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            return _ReadOutcome(Answer.failed(query.item_id, f"{where}: malformed JSON answer line {shown(text)}"))
+        return _ReadOutcome(answer_from_wire(query, data, self.name))
+
+    # ------------------------------------------------------------ life cycle
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._process is not None:
+                self._process.stop()
+                self._process = None
+
+    @property
+    def pid(self) -> int | None:
+        """The id of the running process, if one is running."""
+        return self._process.popen.pid if self._process is not None else None
