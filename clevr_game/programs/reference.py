@@ -80,3 +80,19 @@ def reference_execute(program: Program, scene: dict[str, Any]) -> str:
     if isinstance(answer, bool):
         return "yes" if answer else "no"
     return str(answer)
+
+
+def reference_trace(program: Program, scene: dict[str, Any]) -> list[Any]:
+    """Every node's output in program order (object lists, an object index, ints, bools, strings).
+
+    A node that fails, or whose input failed, holds INVALID_ANSWER, so a caller can
+    see exactly where a program broke (e.g. which `unique` saw a non-singleton).
+    """
+    outputs: list[Any] = []
+    for node in program:
+        args = [outputs[i] for i in node.inputs]
+        if any(isinstance(a, str) and a == INVALID_ANSWER for a in args):
+            outputs.append(INVALID_ANSWER)
+            continue
+        outputs.append(_run_node(scene, node.function, args, node.value_inputs))
+    return outputs
