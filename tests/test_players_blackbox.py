@@ -324,6 +324,19 @@ def test_subprocess_player_streams_a_large_batch_without_deadlock(
     assert {a.text for a in answers} == {"yes"}
 
 
+def test_subprocess_player_detects_a_hang_while_its_stdin_is_full(
+    real_items: tuple[list[Query], list[str]], faulty_script: Path
+) -> None:
+    # The hung process reads no more input; writing the batch must not block the game.
+    scene = real_items[0][0].scene
+    queries = _ask(["ok", "hang"], scene) + [Query(f"r{i}", "ok", scene) for i in range(150)]
+    assert sum(len(json.dumps(query_to_wire(q, frozenset({"scene"})))) for q in queries) > 200_000
+    with _faulty(faulty_script, needs={"scene"}) as player:
+        answers = player.answer_batch(queries)
+    assert answers[1].error == f"{player.name}: query 'q1': no answer within 0.5 s (hang); process killed"
+    assert [a.text for a in answers[2:]] == ["yes"] * 150
+
+
 def test_subprocess_player_sends_the_image_path_to_a_pixel_player(
     tiny_scene: Scene, faulty_script: Path, tmp_path: Path
 ) -> None:
