@@ -65,6 +65,38 @@ def _add_world_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_answer)
 
 
+# ------------------------------------------------------------------ the game (issue 4)
+
+
+def _cmd_play(args: argparse.Namespace) -> int | None:
+    from envs.items import ItemPool, load_items
+    from envs.play import play_moves, summarise
+    from players.registry import load as load_player
+
+    pool = ItemPool(load_items(args.items))
+    with load_player(args.player) as player:
+        outcomes = play_moves(pool, player, args.episodes, moves=args.moves, seed=args.seed,
+                              batch=args.batch, mode=args.mode)
+    summary = summarise(outcomes)
+    if summary.player_errors:
+        print(f"player errors: {summary.player_errors} of {summary.episodes} episodes")
+    print(f"episodes: {summary.episodes} mean reward: {summary.mean_reward:.4f}")
+    print(summary.last_line())
+    return 0
+
+
+def _add_game_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("play", help="play moves against a player; last line `consistency: X drop: Y invalid: Z`")
+    p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json, or CLEVR-POC items.json)")
+    p.add_argument("--player", default="oracle", help="oracle, a registered name, subprocess:<command>, or an http URL")
+    p.add_argument("--moves", choices=["random", "stay"], default="random")
+    p.add_argument("--episodes", type=int, default=1000)
+    p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_cmd_play)
+
+
 # ------------------------------------------------------------------ CLEVR-POC (issue 3)
 
 
@@ -81,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="clevr-game", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _add_world_commands(sub)
+    _add_game_commands(sub)
     _add_poc_commands(sub)
     return parser
 

@@ -71,14 +71,24 @@ def first_violation(
 
 
 def valid_batch(
-    xy: np.ndarray, radii: np.ndarray, present: np.ndarray, directions: dict | None = None
+    xy: np.ndarray,
+    radii: np.ndarray,
+    present: np.ndarray,
+    directions: dict | None = None,
+    axes: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(B, N, 2) positions, (B, N) radii and presence -> (B,) bool: every rule holds."""
+    """(B, N, 2) positions, (B, N) radii and presence -> (B,) bool: every rule holds.
+
+    `axes` (B, 2, 2) gives each scene its own left/front axes (default: from `directions`).
+    """
     xy = np.asarray(xy, dtype=np.float64)
     inside = ~np.any((np.abs(xy) >= BOUND).any(-1) & present, axis=1)
     delta = xy[:, :, None, :] - xy[:, None, :, :]
     gap = np.sqrt((delta**2).sum(-1)) - radii[:, :, None] - radii[:, None, :]
-    along = np.abs(delta @ margin_axes(directions).T)
+    if axes is None:
+        along = np.abs(delta @ margin_axes(directions).T)
+    else:
+        along = np.abs(np.einsum("bijk,bak->bija", delta, axes))
     n = xy.shape[1]
     pair = present[:, :, None] & present[:, None, :] & ~np.eye(n, dtype=bool)
     broken = pair & ((gap < MIN_GAP) | (along < MIN_MARGIN).any(-1))

@@ -1,0 +1,80 @@
+"""`AdversarialSceneEnv`: the adversary's view of the game as a one-step gymnasium env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.game import NUM_BINS, Game, MoveSpace, Outcome, Rewards
+from envs.items import MAX_OBJECTS, Item, ItemPool
+from envs.observation import encode, observation_space
+from players.protocol import Player
+
+
+class AdversarialSceneEnv(gym.Env):
+    """Each episode: one item, a random head -> object assignment, one move, done.
+
+    Action: MultiDiscrete([7] * 20); head h moves its object by bin action[2h] on x
+    and action[2h + 1] on y. `info` after the step carries the verdicts, the true,
+    old and new answers, the moves and the new scene.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
+
+    def __init__(
+        self,
+        items: list[Item] | ItemPool,
+        player: Player,
+        *,
+        mode: str = "displacement",
+        step: float = 0.3,
+        dr: float = 1.0,
+        cr: float = 0.1,
+        fr: float = -0.1,
+        isr: float = -0.8,
+        environments: dict | None = None,
+        answer_of: Any = None,
+        render_mode: str | None = None,
+        renderer: Any = None,
+    ):
+        pool = items if isinstance(items, ItemPool) else ItemPool(items)
+        self.game = Game(pool, player, moves=MoveSpace(mode, step), rewards=Rewards(dr, cr, fr, isr),
+                         environments=environments, answer_of=answer_of)
+        self.observation_space = observation_space(pool)
+        self.action_space = spaces.MultiDiscrete([NUM_BINS] * (2 * MAX_OBJECTS))
+        self.render_mode = render_mode
+        self.renderer = renderer
+        self._index = 0
+        self._heads = np.arange(MAX_OBJECTS)
+        self._last: Outcome | None = None
+
+    @property
+    def pool(self) -> ItemPool:
+        return self.game.pool
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        super().reset(seed=seed)
+        options = options or {}
+        self._index = int(options["item"]) if "item" in options else int(self.np_random.integers(len(self.pool)))
+        self._heads = self.np_random.permutation(MAX_OBJECTS)
+        self._last = None
+        obs = encode(self.pool, np.array([self._index]), self._heads[None])
+        item = self.pool.items[self._index]
+        return {k: v[0] for k, v in obs.items()}, {"item_id": item.item_id, "heads": self._heads.copy()}
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        outcome = self.game.play(np.array([self._index]), self._heads[None], np.asarray(action)[None])[0]
+        self._last = outcome
+        obs = encode(self.pool, np.array([self._index]), self._heads[None])
+        return {k: v[0] for k, v in obs.items()}, float(outcome.reward), True, False, outcome.info()
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        if self.renderer is None:
+            raise gym.error.DependencyNotInstalled("rgb_array rendering needs a renderer (clevr_game.render)")
+        scene = self._last.new_scene if self._last and self._last.new_scene else self.pool.items[self._index].scene
+        return self.renderer.render_array(scene)

@@ -1,0 +1,263 @@
+"""One move of the game for a batch of items at once (DESIGN.md, "One move of the game").
+
+The single env and the vector env are both thin shells over `Game.play`: it turns
+actions into moved positions with numpy, judges them cheapest first (boundary for
+the whole batch in one vectorised call, then ASP constraints and question
+relevance per surviving scene), asks the player once for every valid scene of the
+batch, and computes the rewards. The old answer of each item is asked once and
+cached; a move that leaves every object in place is answered from that cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from clevr_game.enforcers import Verdict
+from clevr_game.layout import BOUND, LayoutViolation, first_violation, valid_batch
+from clevr_game.programs import SceneFacts, compile_scene, execute
+from clevr_game.scene import Scene
+from envs.items import MAX_OBJECTS, Item, ItemPool
+from players.protocol import Answer, Player, Query
+
+NUM_BINS = 7
+STAY_BIN = 3
+
+
+@dataclass(frozen=True)
+class Rewards:
+    """dr: a right answer broken; cr: another change; fr: nothing changed; isr: invalid scene."""
+
+    dr: float = 1.0
+    cr: float = 0.1
+    fr: float = -0.1
+    isr: float = -0.8
+
+
+@dataclass(frozen=True)
+class MoveSpace:
+    """How a bin index becomes a position: displacement (bin 3 = stay) or an absolute 7 x 7 grid."""
+
+    mode: str = "displacement"
+    step: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("displacement", "absolute"):
+            raise ValueError(f"unknown move mode {self.mode!r} (expected displacement or absolute)")
+
+    @property
+    def values(self) -> np.ndarray:
+        if self.mode == "displacement":
+            return (np.arange(NUM_BINS) - STAY_BIN) * self.step
+        cell = 2 * BOUND / NUM_BINS  # cell centres of a 7 x 7 grid over the board
+        return -BOUND + cell * (np.arange(NUM_BINS) + 0.5)
+
+    def apply(self, xy: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """(B, 10, 2) positions, (B, 10) head -> object slot, (B, 20) bins -> moved positions."""
+        bins = actions.reshape(actions.shape[0], MAX_OBJECTS, 2)
+        per_head = self.values[bins]
+        moved = xy.copy()
+        rows = np.arange(xy.shape[0])[:, None]
+        if self.mode == "displacement":
+            moved[rows, heads] += per_head
+        else:
+            moved[rows, heads] = per_head
+        return moved
+
+
+@dataclass
+class Outcome:
+    """What one move did: verdicts, answers, reward and the new scene (when valid)."""
+
+    item_id: str
+    valid: bool
+    verdicts: list[Verdict]
+    true_answer: str
+    old_answer: str | None
+    new_answer: str | None
+    reward: float
+    moves: list[tuple[int, float, float]]
+    new_scene: Scene | None = None
+    player_error: str | None = None
+    changed: bool = False
+    dropped: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str:
+        return next((v.reason for v in self.verdicts if not v.ok), "")
+
+    def info(self) -> dict:
+        return {
+            "item_id": self.item_id,
+            "valid": self.valid,
+            "reason": self.reason,
+            "verdicts": [v.to_json() for v in self.verdicts],
+            "true_answer": self.true_answer,
+            "old_answer": self.old_answer,
+            "new_answer": self.new_answer,
+            "changed": self.changed,
+            "dropped": self.dropped,
+            "moves": self.moves,
+            "new_scene": self.new_scene,
+            "player_error": self.player_error,
+        }
+
+
+AnswerOf = Callable[[Scene, Item], str]
+"""How the true answer of an item is recomputed on a moved scene (CLEVR-POC items: clingo)."""
+
+
+class Game:
+    """The rules, the referees and the player for a pool of items."""
+
+    def __init__(
+        self,
+        pool: ItemPool,
+        player: Player,
+        *,
+        moves: MoveSpace | None = None,
+        rewards: Rewards | None = None,
+        environments: dict | None = None,
+        answer_of: AnswerOf | None = None,
+        visibility: Callable[[Scene], list[int]] | None = None,
+    ):
+        self.pool = pool
+        self.player = player
+        self.moves = moves or MoveSpace()
+        self.rewards = rewards or Rewards()
+        self.environments = environments or {}
+        self.answer_of = answer_of
+        self.visibility = visibility
+        self._old_answers: dict[int, Answer] = {}
+        self._facts: dict[int, SceneFacts] = {}  # per item: attributes never move, only relations change
+
+    # ------------------------------------------------------------------ answers
+
+    def _query(self, item: Item, scene: Scene) -> Query:
+        return Query(item.item_id, item.question, scene=scene, program=item.program,
+                     vocabulary=scene.vocabulary).restricted_to(self.player.needs)
+
+    def old_answers(self, indices: Sequence[int]) -> list[Answer]:
+        """The player's answers on the original scenes, asked once per item and cached."""
+        missing = sorted({int(i) for i in indices} - self._old_answers.keys())
+        if missing:
+            items = [self.pool.items[i] for i in missing]
+            answers = self.player.answer_batch([self._query(it, it.scene) for it in items])
+            self._old_answers.update(zip(missing, answers, strict=True))
+        return [self._old_answers[int(i)] for i in indices]
+
+    # ------------------------------------------------------------------ judging
+
+    def _true_answer(self, item: Item, index: int, coords: np.ndarray, scene: Scene | None) -> str:
+        if item.environment is not None and self.answer_of is not None:
+            return self.answer_of(scene if scene is not None else item.scene.with_coords(coords), item)
+        facts = self._facts.get(index)
+        if facts is None:
+            facts = self._facts[index] = compile_scene(item.scene)
+        return execute(item.program, facts.with_coords(coords))
+
+    def _judge_valid_layout(self, item: Item, index: int, coords: np.ndarray) -> tuple[list[Verdict], Scene | None]:
+        verdicts = [Verdict("boundary", True)]
+        scene = None
+        if self.visibility is not None or item.environment is not None:
+            scene = item.scene.with_coords(coords)
+        if self.visibility is not None:
+            hidden = self.visibility(scene)
+            if hidden:
+                obj = scene.objects[hidden[0]].describe()
+                return [Verdict("boundary", False, f"object {hidden[0]} ({obj}) is not visible")], scene
+        if item.environment is not None:
+            env = self.environments.get(item.environment)
+            if env is None:
+                return verdicts + [Verdict("asp", False, f"unknown environment {item.environment!r}")], scene
+            result = env.check(scene)
+            if not result.ok:
+                reason = result.failed[0] if result.failed else "environment violated"
+                return verdicts + [Verdict("asp", False, reason)], scene
+            verdicts.append(Verdict("asp", True))
+        new_truth = self._true_answer(item, index, coords, scene)
+        if new_truth != item.answer:
+            return verdicts + [Verdict("relevance", False, f"answer changed from {item.answer} to {new_truth}")], scene
+        return verdicts + [Verdict("relevance", True)], scene
+
+    # ------------------------------------------------------------------ the move
+
+    def play(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> list[Outcome]:
+        """Play one move on each of B items: `heads` (B, 10) maps head -> object slot."""
+        indices = np.asarray(indices, dtype=np.int64)
+        actions = np.asarray(actions, dtype=np.int64)
+        pool = self.pool
+        start = pool.xy[indices]
+        moved = self.moves.apply(start, heads, actions)
+        present = pool.present[indices]
+        moved = np.where(present[..., None], moved, start)
+        layout_ok = valid_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
+        old = self.old_answers(indices)
+
+        outcomes: list[Outcome | None] = [None] * len(indices)
+        to_ask: list[tuple[int, Scene]] = []
+        for row, index in enumerate(indices):
+            item = pool.items[index]
+            n = int(pool.num_objects[index])
+            new_xy = moved[row, :n]
+            shift = new_xy - start[row, :n]
+            move_list = [(int(j), float(dx), float(dy)) for j, (dx, dy) in enumerate(shift) if dx or dy]
+            coords = np.column_stack([new_xy, pool.z[index, :n]])
+            if not layout_ok[row]:
+                violation = first_violation(new_xy, pool.radii[index, :n], item.scene.directions)
+                verdicts = [Verdict("boundary", False, _describe(violation, item))]
+                outcomes[row] = self._finish(item, verdicts, old[row], None, move_list)
+                continue
+            verdicts, scene = self._judge_valid_layout(item, index, coords)
+            if not verdicts[-1].ok:
+                outcomes[row] = self._finish(item, verdicts, old[row], None, move_list)
+                continue
+            scene = scene or item.scene.with_coords(coords)
+            if not move_list:
+                outcomes[row] = self._finish(item, verdicts, old[row], old[row], move_list, scene)
+                continue
+            outcomes[row] = Outcome(item.item_id, True, verdicts, item.answer, None, None, 0.0, move_list, scene)
+            to_ask.append((row, scene))
+        if to_ask:
+            queries = [self._query(pool.items[indices[row]], scene) for row, scene in to_ask]
+            for (row, scene), answer in zip(to_ask, self.player.answer_batch(queries), strict=True):
+                item = pool.items[indices[row]]
+                pending = outcomes[row]
+                outcomes[row] = self._finish(item, pending.verdicts, old[row], answer, pending.moves, scene)
+        return outcomes  # type: ignore[return-value]
+
+    def _finish(
+        self,
+        item: Item,
+        verdicts: list[Verdict],
+        old: Answer,
+        new: Answer | None,
+        moves: list[tuple[int, float, float]],
+        scene: Scene | None = None,
+    ) -> Outcome:
+        r = self.rewards
+        valid = new is not None
+        error = old.error or (new.error if new is not None else None)
+        changed = valid and error is None and new.text != old.text
+        dropped = changed and old.text == item.answer
+        if not valid:
+            reward = r.isr
+        elif dropped:
+            reward = r.dr
+        elif changed:
+            reward = r.cr
+        else:
+            reward = r.fr  # unchanged, or the player failed to answer: nothing was learned
+        return Outcome(
+            item.item_id, valid, verdicts, item.answer, old.text, new.text if new is not None else None,
+            reward, moves, scene, error, bool(changed), bool(dropped),
+        )
+
+
+def _describe(violation: LayoutViolation | None, item: Item) -> str:
+    if violation is None:  # valid_batch and first_violation disagree only at float ties
+        return "layout rejected"
+    return violation.reason([o.describe() for o in item.scene.objects])

@@ -1,0 +1,261 @@
+"""The game: oracle invariance, referees' reasons, rewards, determinism, gymnasium and SB3 conformance."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from clevr_game.layout import BOUND
+from envs import ENV_ID
+from envs.adversarial import AdversarialSceneEnv
+from envs.game import STAY_BIN, Game, MoveSpace, Rewards
+from envs.items import ItemPool, clevr_items, load_items
+from envs.minigames import MiniGames, split_minigames
+from envs.play import play_moves, summarise
+from envs.vector import AdversarialVectorEnv, Sb3VecEnv
+from players.oracle import OraclePlayer
+from players.protocol import Answer, Player, Query
+
+
+@pytest.fixture(scope="module")
+def real_items(clevr_real):
+    return clevr_items(clevr_real / "CLEVR_val_scenes_sample11.json",
+                       clevr_real / "CLEVR_val_questions_sample9.json")
+
+
+@pytest.fixture(scope="module")
+def real_pool(real_items):
+    return ItemPool(real_items)
+
+
+def stay_actions(batch: int = 1) -> np.ndarray:
+    return np.full((batch, 20), STAY_BIN, dtype=np.int64)
+
+
+def move_object(pool: ItemPool, index: int, obj: int, bins: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Heads in identity order and an action moving only `obj`."""
+    heads = np.arange(10)[None]
+    actions = stay_actions()
+    actions[0, 2 * obj], actions[0, 2 * obj + 1] = bins
+    return heads, actions
+
+
+class ScriptedPlayer(Player):
+    """Answers by a fixed rule of the scene; used to check the reward definitions."""
+
+    needs = frozenset({"scene"})
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.name = "scripted"
+        self.calls = 0
+
+    def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
+        self.calls += 1
+        return [Answer(q.item_id, self.rule(q)) for q in queries]
+
+
+def test_oracle_is_invariant_under_thousands_of_random_moves(real_pool):
+    outcomes = play_moves(real_pool, OraclePlayer(), 3000, seed=1)
+    summary = summarise(outcomes)
+    assert summary.changed == 0 and summary.dropped == 0
+    assert 0 < summary.invalid < 3000
+    assert all(o.new_answer == o.true_answer for o in outcomes if o.valid)
+    assert all(o.reward == pytest.approx(-0.8) for o in outcomes if not o.valid)
+
+
+def test_oracle_on_generated_items_never_changes(tmp_path):
+    from clevr_game.generate import generate_dataset
+
+    generate_dataset(tmp_path, 30, 5, seed=2, progress=False)
+    pool = ItemPool(load_items(tmp_path))
+    summary = summarise(play_moves(pool, OraclePlayer(), 2000, seed=3))
+    assert summary.changed == 0 and summary.dropped == 0 and summary.invalid < 2000
+
+
+def test_leaving_the_board_is_rejected_with_its_reason(real_pool):
+    game = Game(real_pool, OraclePlayer(), moves=MoveSpace("absolute"))
+    # Absolute grid corner cells stay inside; a displacement from near the edge leaves.
+    item = real_pool.items[0]
+    edge = int(np.argmax(np.abs(real_pool.xy[0, : len(item.scene), 0])))
+    game = Game(real_pool, OraclePlayer())
+    direction = 6 if real_pool.xy[0, edge, 0] > 0 else 0
+    xy = real_pool.xy[0].copy()
+    steps_needed = int(np.ceil((BOUND - abs(xy[edge, 0])) / 0.9)) + 1
+    real_pool.xy[0, edge, 0] = np.sign(xy[edge, 0]) * (BOUND - 0.5)
+    try:
+        heads, actions = move_object(real_pool, 0, edge, (direction, STAY_BIN))
+        outcome = game.play(np.array([0]), heads, actions)[0]
+    finally:
+        real_pool.xy[0] = xy
+    assert steps_needed >= 1
+    assert not outcome.valid and "leaves the board" in outcome.reason
+    assert outcome.reward == pytest.approx(-0.8) and outcome.new_answer is None
+
+
+def test_collision_is_rejected_naming_both_objects(real_items):
+    pool = ItemPool(real_items[:1])
+    game = Game(pool, OraclePlayer(), moves=MoveSpace("absolute"))
+    # Put objects 0 and 1 on the same grid cell.
+    actions = stay_actions()
+    for obj in (0, 1):
+        actions[0, 2 * obj], actions[0, 2 * obj + 1] = 3, 3
+    outcome = game.play(np.array([0]), np.arange(10)[None], actions)[0]
+    assert not outcome.valid
+    assert "object 0 (large brown rubber cylinder) overlaps object 1 (large gray rubber cube)" in outcome.reason
+
+
+def test_answer_change_is_rejected_with_old_and_new_truth(real_pool):
+    # Question 3: "There is a small gray block; are there any spheres to the left of it?" -> yes.
+    index = 3
+    item = real_pool.items[index]
+    assert item.answer == "yes"
+    game = Game(real_pool, OraclePlayer(), moves=MoveSpace("absolute"))
+    seen = set()
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        actions = rng.integers(0, 7, (1, 20))
+        outcome = game.play(np.array([index]), np.arange(10)[None], actions)[0]
+        seen.add(outcome.reason.split(" (")[0] if outcome.reason else "ok")
+        if outcome.reason.startswith("answer changed"):
+            assert outcome.reason == "answer changed from yes to no"
+            assert [v.enforcer for v in outcome.verdicts] == ["boundary", "relevance"]
+            break
+    else:
+        pytest.fail(f"no answer-changing move found; saw {seen}")
+
+
+def test_stay_move_is_valid_and_answered_from_the_cache(real_pool):
+    player = ScriptedPlayer(lambda q: "yes")
+    game = Game(real_pool, player)
+    outcome = game.play(np.array([0]), np.arange(10)[None], stay_actions())[0]
+    assert outcome.valid and not outcome.changed and outcome.reward == pytest.approx(-0.1)
+    assert player.calls == 1  # only the old answer was asked
+
+
+def _position_rule(query: Query) -> str:
+    # Flips when object 0 is left of the origin along x: fragile by design.
+    return "yes" if query.scene.objects[0].coords[0] > -2.0 else "no"
+
+
+def test_rewards_follow_the_definitions(real_pool):
+    rewards = Rewards(dr=1.0, cr=0.1, fr=-0.1, isr=-0.8)
+    always_right = ScriptedPlayer(lambda q: real_pool.items[int(q.item_id.split(":")[1])].answer)
+    fragile = ScriptedPlayer(_position_rule)
+    rng = np.random.default_rng(4)
+    checked = {"dr": 0, "cr": 0, "fr": 0, "isr": 0}
+    for player in (always_right, fragile):
+        game = Game(real_pool, player, rewards=rewards)
+        for _ in range(40):
+            indices = rng.integers(0, len(real_pool), 16)
+            heads = np.tile(np.arange(10), (16, 1))
+            for outcome in game.play(indices, heads, rng.integers(0, 7, (16, 20))):
+                if not outcome.valid:
+                    expected, key = -0.8, "isr"
+                elif outcome.new_answer != outcome.old_answer and outcome.old_answer == outcome.true_answer:
+                    expected, key = 1.0, "dr"
+                elif outcome.new_answer != outcome.old_answer:
+                    expected, key = 0.1, "cr"
+                else:
+                    expected, key = -0.1, "fr"
+                assert outcome.reward == pytest.approx(expected)
+                checked[key] += 1
+    assert checked["isr"] and checked["fr"] and checked["dr"] + checked["cr"] > 0
+    # The always-right player never changes.
+    game = Game(real_pool, always_right)
+    assert not any(o.changed for o in game.play(np.arange(9), np.tile(np.arange(10), (9, 1)),
+                                                rng.integers(0, 7, (9, 20))))
+
+
+def test_same_seed_same_moves_and_numbers(real_pool):
+    def run(seed):
+        outcomes = play_moves(real_pool, ScriptedPlayer(_position_rule), 300, seed=seed)
+        return [(o.item_id, o.valid, o.reward, o.moves) for o in outcomes]
+
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+
+
+def test_single_env_passes_gymnasium_and_sb3_checkers(real_items):
+    from gymnasium.utils.env_checker import check_env as gym_check
+    from stable_baselines3.common.env_checker import check_env as sb3_check
+
+    env = AdversarialSceneEnv(real_items, OraclePlayer())
+    gym_check(env, skip_render_check=True)
+    sb3_check(AdversarialSceneEnv(real_items, OraclePlayer()), warn=True)
+
+
+def test_registered_id_makes_the_env(real_items):
+    env = gym.make(ENV_ID, items=real_items, player=OraclePlayer())
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    assert terminated and not truncated
+    assert set(info) >= {"verdicts", "true_answer", "old_answer", "new_answer", "new_scene", "moves"}
+
+
+def test_observation_follows_the_head_assignment(real_pool):
+    env = AdversarialSceneEnv(real_pool, OraclePlayer())
+    obs, info = env.reset(seed=3, options={"item": 0})
+    heads = info["heads"]
+    scene = real_pool.items[0].scene
+    for slot, obj in enumerate(heads):
+        if obj < len(scene):
+            assert obs["objects"][slot, 2] == 1.0
+            assert obs["objects"][slot, 0] == pytest.approx(scene.objects[obj].coords[0] / BOUND, abs=1e-6)
+        else:
+            assert not obs["objects"][slot].any()
+    assert obs["question"][0] > 0
+
+
+def test_vector_env_matches_single_rules_and_sb3_adapter_trains(real_pool):
+    from stable_baselines3 import A2C
+
+    vec = AdversarialVectorEnv(real_pool, OraclePlayer(), num_envs=8)
+    obs, _ = vec.reset(seed=0)
+    assert obs["objects"].shape == (8, 10, 7)
+    _, rewards, done, _, infos = vec.step(vec.action_space.sample())
+    assert done.all() and rewards.shape == (8,)
+    assert len(infos["final_info"]["outcome"]) == 8
+    model = A2C("MultiInputPolicy", Sb3VecEnv(vec), n_steps=4, seed=0, device="cpu")
+    model.learn(64)
+
+
+def test_ppo_trains_unchanged_on_the_single_env(real_items):
+    from stable_baselines3 import PPO
+
+    env = AdversarialSceneEnv(real_items, OraclePlayer())
+    PPO("MultiInputPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu").learn(64)
+
+
+def test_minigames_are_disjoint_saved_and_reloaded(tmp_path, real_items):
+    ids = [it.item_id for it in real_items]
+    games = split_minigames(ids, 3, seed=5)
+    assert len(games) == 3
+    flat = [i for g in games.games for i in g]
+    assert len(flat) == len(set(flat)) == 9
+    path = tmp_path / "minigames.json"
+    games.save(path)
+    again = MiniGames.load(path)
+    assert again.games == games.games
+    assert split_minigames(ids, 3, seed=5).games == games.games
+    assert split_minigames(ids, 3, seed=6).games != games.games
+    assert [real_items[i].item_id for i in again.indices(ids, 1)] == games.games[1]
+    with pytest.raises(Exception, match="fingerprint"):
+        again.indices(ids[::-1], 0)
+
+
+def test_play_command_prints_the_metrics_line(tmp_path, clevr_real, capsys):
+    from clevr_game.cli import main
+
+    shutil.copy(clevr_real / "CLEVR_val_scenes_sample11.json", tmp_path / "scenes.json")
+    shutil.copy(clevr_real / "CLEVR_val_questions_sample9.json", tmp_path / "questions.json")
+    assert main(["play", "--items", str(tmp_path), "--player", "oracle", "--moves", "random",
+                 "--episodes", "200"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("consistency: 0.0000 drop: 0.0000 invalid: ")
+    json.dumps(last)
