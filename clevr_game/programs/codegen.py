@@ -1,0 +1,157 @@
+"""Python source for one program: straight-line code over SceneFacts bit sets.
+
+A program runs on every move of the game, so it is turned once into a plain
+Python function: no interpreter loop, no per-node call, each node one line of
+int arithmetic on local variables. Only names chosen here and `repr`-quoted
+string literals reach the source, so no program content can inject code.
+
+Two functions are generated:
+- `answer(facts)`: the answer string, returning INVALID_ANSWER as soon as a
+  unique-type node with a consumer fails (what the reference executor does when
+  the next node reads the failed output); nodes nobody reads are skipped;
+- `trace(facts)`: every node's output, INVALID for failed nodes and for nodes
+  reading a failed output.
+"""
+
+from __future__ import annotations
+
+from clevr_game.programs.facts import mask_key
+from clevr_game.programs.program import Node, Program
+from clevr_game.programs.signatures import (
+    ATTRIBUTE_TYPES,
+    BOOL,
+    INTEGER,
+    OBJECT,
+    OBJECT_SET,
+    UNIQUE_FUNCTIONS,
+)
+from clevr_game.vocab import ATTRIBUTES, RELATIONS
+
+_COMPARISONS = {"less_than": "<", "greater_than": ">"}
+
+# Facts read once at the top of a generated function, by the local name the body uses.
+_PROLOGUE = {"E": "facts.everything", "M": "facts.masks"}
+_PROLOGUE.update({f"R{r}": f"facts.related[{r}]" for r in range(len(RELATIONS))})
+_PROLOGUE.update({f"V{a}": f"facts.values[{a}]" for a in range(len(ATTRIBUTES))})
+_PROLOGUE.update({f"S{a}": f"facts.same[{a}]" for a in range(len(ATTRIBUTES))})
+
+
+class _Emitter:
+    """Turns nodes into Python expressions, recording which facts they read."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def _use(self, name: str) -> str:
+        self.used.add(name)
+        return name
+
+    def _filtered(self, base: str, side_inputs: tuple[str, ...]) -> str:
+        # Template side inputs are size, color, material, shape; "" means any.
+        terms = [base] + [
+            f"{self._use('M')}[{mask_key(attribute, value)!r}]"
+            for attribute, value in zip(ATTRIBUTES, side_inputs, strict=False)
+            if value
+        ]
+        return " & ".join(terms) if len(terms) > 1 else base
+
+    def _related(self, relation: str, source: str) -> str:
+        return f"{self._use(f'R{RELATIONS.index(relation)}')}[{source}]"
+
+    def object_set(self, node: Node, args: list[str]) -> str:
+        """The set expression of a node whose result is (or is reduced from) a set."""
+        function, values = node.function, node.value_inputs
+        if function == "scene":
+            return self._use("E")
+        if function.startswith("relate_filter"):
+            return self._filtered(self._related(values[0], args[0]), values[1:])
+        if function == "relate":
+            return self._related(values[0], args[0])
+        if function == "filter" or function in ("filter_unique", "filter_count", "filter_exist"):
+            return self._filtered(args[0], values)
+        if function.startswith("filter_"):
+            return f"{args[0]} & {self._use('M')}[{mask_key(function[7:], values[0])!r}]"
+        if function.startswith("same_"):
+            return f"{self._use(f'S{ATTRIBUTES.index(function[5:])}')}[{args[0]}]"
+        if function == "union":
+            return f"{args[0]} | {args[1]}"
+        if function == "intersect":
+            return f"{args[0]} & {args[1]}"
+        # unique, count, exist reduce their input set as it is.
+        return args[0]
+
+    def value(self, node: Node, args: list[str]) -> str:
+        """The expression of a node that cannot fail (everything but the unique kind)."""
+        function = node.function
+        if function.startswith("query_"):
+            return f"{self._use(f'V{ATTRIBUTES.index(function[6:])}')}[{args[0]}]"
+        if function.startswith("equal_"):
+            return f"{args[0]} == {args[1]}"
+        if function in _COMPARISONS:
+            return f"{args[0]} {_COMPARISONS[function]} {args[1]}"
+        if function in ("count", "filter_count", "relate_filter_count"):
+            return f"({self.object_set(node, args)}).bit_count()"
+        if function in ("exist", "filter_exist", "relate_filter_exist"):
+            return f"({self.object_set(node, args)}) != 0"
+        return self.object_set(node, args)
+
+    def prologue(self) -> list[str]:
+        return [f"    {name} = {_PROLOGUE[name]}" for name in sorted(self.used)]
+
+
+def _final_return(kind: str, name: str) -> str:
+    if kind == BOOL:
+        return f'    return "yes" if {name} else "no"'
+    if kind in (INTEGER, OBJECT):
+        return f"    return str({name})"
+    if kind in ATTRIBUTE_TYPES.values():
+        return f"    return {name}"
+    raise AssertionError(f"no answer for type {kind}")  # an ObjectSet never gets here
+
+
+def answer_source(program: Program, types: list[str]) -> str:
+    """Source of `def answer(facts) -> str`."""
+    last = len(program) - 1
+    if types[last] == OBJECT_SET:
+        # A set is never an answer, and nothing else can raise: the outcome is known.
+        return "def answer(facts):\n    return INVALID_ANSWER\n"
+    consumed = {source for node in program for source in node.inputs}
+    emitter = _Emitter()
+    body: list[str] = []
+    for index, node in enumerate(program):
+        if index not in consumed and index != last:
+            continue
+        name = f"v{index}"
+        args = [f"v{source}" for source in node.inputs]
+        if node.function in UNIQUE_FUNCTIONS:
+            body += [
+                f"    {name} = {emitter.object_set(node, args)}",
+                f"    if not {name} or {name} & ({name} - 1):",
+                "        return INVALID_ANSWER",
+                f"    {name} = {name}.bit_length() - 1",
+            ]
+        else:
+            body.append(f"    {name} = {emitter.value(node, args)}")
+    body.append(_final_return(types[last], f"v{last}"))
+    return "\n".join(["def answer(facts):", *emitter.prologue(), *body]) + "\n"
+
+
+def trace_source(program: Program) -> str:
+    """Source of `def trace(facts) -> list`: every node's output, INVALID where it failed."""
+    emitter = _Emitter()
+    may_fail: list[bool] = []
+    body: list[str] = []
+    for index, node in enumerate(program):
+        args = [f"v{source}" for source in node.inputs]
+        if node.function in UNIQUE_FUNCTIONS:
+            expression = f"single({emitter.object_set(node, args)})"
+        else:
+            expression = emitter.value(node, args)
+        failing_inputs = [f"v{source} is INVALID" for source in node.inputs if may_fail[source]]
+        if failing_inputs:
+            expression = f"INVALID if {' or '.join(failing_inputs)} else {expression}"
+        may_fail.append(bool(failing_inputs) or node.function in UNIQUE_FUNCTIONS)
+        body.append(f"    v{index} = {expression}")
+    outputs = ", ".join(f"v{index}" for index in range(len(program)))
+    body.append(f"    return [{outputs}]")
+    return "\n".join(["def trace(facts):", *emitter.prologue(), *body]) + "\n"
