@@ -1,0 +1,18 @@
+"""Questions from templates: CLEVR 1.0 template files in, CLEVR question dicts (text, program, answer) out.
+
+    from clevr_game.questions import QuestionGenerator
+    generator = QuestionGenerator(seed=0)          # the project's own templates
+    questions = generator.generate(scene, 10)
+"""
+
+from clevr_game.questions.evaluate import Rejected, check_instance
+from clevr_game.questions.expand import expand_program
+from clevr_game.questions.facts import GenerationFacts
+from clevr_game.questions.generator import Instance, QuestionGenerator
+from clevr_game.questions.templates import Template, default_templates, load_templates
+from clevr_game.questions.text import load_synonyms
+
+__all__ = [
+    "GenerationFacts", "Instance", "QuestionGenerator", "Rejected", "Template", "check_instance",
+    "default_templates", "expand_program", "load_synonyms", "load_templates",
+]

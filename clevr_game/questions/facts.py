@@ -1,0 +1,117 @@
+"""What question generation needs to know about one scene, as int bitmasks (bit i = object i).
+
+A filter *key* is one value or None per attribute (size, color, material, shape);
+every key of the vocabulary gets its match set once per scene, so choosing a
+filter later is a bitwise AND and a table look-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+
+from clevr_game.errors import InputError
+from clevr_game.scene import Scene
+from clevr_game.vocab import ATTRIBUTES, RELATIONS, Vocabulary
+
+Key = tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class KeyTable:
+    """Every filter key of a vocabulary, in `product((None, *values) per attribute)` order."""
+
+    keys: tuple[Key, ...]
+    index: dict[Key, int]
+    drop_one: tuple[tuple[int, ...], ...]
+    """For each key, the keys with exactly one of its values removed."""
+    within: dict[int, tuple[int, ...]]
+    """Bitset of allowed attribute positions -> keys that set values only there."""
+
+
+@lru_cache(maxsize=8)
+def key_table(vocabulary: Vocabulary) -> KeyTable:
+    options = [(None, *vocabulary.values(a)) for a in ATTRIBUTES]
+    keys = tuple(product(*options))
+    index = {k: i for i, k in enumerate(keys)}
+    drop_one = tuple(
+        tuple(index[k[:j] + (None,) + k[j + 1:]] for j in range(len(ATTRIBUTES)) if k[j] is not None)
+        for k in keys
+    )
+    positions = [sum(1 << j for j, v in enumerate(k) if v is not None) for k in keys]
+    within = {
+        allowed: tuple(i for i, p in enumerate(positions) if p & ~allowed == 0)
+        for allowed in range(1 << len(ATTRIBUTES))
+    }
+    return KeyTable(keys, index, drop_one, within)
+
+
+def popcount_is_one(mask: int) -> bool:
+    return mask != 0 and mask & (mask - 1) == 0
+
+
+class GenerationFacts:
+    """One scene's objects, relations and filter-key match sets as bitmasks."""
+
+    def __init__(self, scene: Scene, vocabulary: Vocabulary) -> None:
+        self.vocabulary = vocabulary
+        self.table = key_table(vocabulary)
+        objects = scene.objects
+        self.num_objects = len(objects)
+        self.all = (1 << len(objects)) - 1
+        self.values: list[tuple[str, ...]] = [tuple(o.attribute(a) for a in ATTRIBUTES) for o in objects]
+        where = f"scene {scene.image_index}" if scene.image_index is not None else "scene"
+        self.value_masks: dict[str, dict[str, int]] = {a: dict.fromkeys(vocabulary.values(a), 0) for a in ATTRIBUTES}
+        for i, values in enumerate(self.values):
+            for attribute, value in zip(ATTRIBUTES, values, strict=True):
+                if value not in self.value_masks[attribute]:
+                    raise InputError(
+                        f"{where}: object {i} has {attribute} {value!r}, outside the {vocabulary.name} vocabulary"
+                    )
+                self.value_masks[attribute][value] |= 1 << i
+        relationships = scene.relationships if scene.relationships is not None else scene.computed_relationships()
+        self.relate: dict[str, list[int]] = {}
+        for relation in RELATIONS:
+            rows = relationships.get(relation)
+            if rows is None or len(rows) != len(objects):
+                raise InputError(f"{where}: relationships.{relation} missing or of the wrong length")
+            self.relate[relation] = [sum(1 << j for j in row) for row in rows]
+        self.same: dict[str, list[int]] = {
+            a: [self.value_masks[a][values[p]] & ~(1 << i) for i, values in enumerate(self.values)]
+            for p, a in enumerate(ATTRIBUTES)
+        }
+        masks = [self.all]
+        for attribute in ATTRIBUTES:
+            choices = [self.all, *self.value_masks[attribute].values()]
+            masks = [m & c for m in masks for c in choices]
+        self.key_masks: list[int] = masks
+        self._options: dict[tuple[int, int, bool, bool], list[tuple[int, int]]] = {}
+
+    def filter_options(self, within: int, allowed: int, unique: bool, allow_null: bool) -> list[tuple[int, int]]:
+        """(key index, match set) for every key that may filter `within` without a redundant value.
+
+        A value is redundant when dropping it leaves the match set unchanged; this
+        rules out "the large red cube" where "the red cube" already says it, and
+        "no" answers whose filter could be shortened without changing them.
+        `allowed` is the bitset of attribute positions a key may set (NULL
+        constraints clear bits); `unique` keeps single matches only.
+        """
+        memo_key = (within, allowed, unique, allow_null)
+        cached = self._options.get(memo_key)
+        if cached is not None:
+            return cached
+        key_masks = self.key_masks
+        drop_one = self.table.drop_one
+        options = []
+        for k in self.table.within[allowed]:
+            matched = within & key_masks[k]
+            if unique and (matched == 0 or matched & (matched - 1)):
+                continue
+            if k == 0 and not allow_null:
+                continue
+            if any(within & key_masks[d] == matched for d in drop_one[k]):
+                continue
+            options.append((k, matched))
+        self._options[memo_key] = options
+        return options
