@@ -30,7 +30,7 @@ from clevr_game.programs import (
     parse_program,
     reference_execute,
 )
-from clevr_game.programs.facts import MAX_OBJECTS, direction_matrix, relation_masks
+from clevr_game.programs.facts import relation_directions, relation_masks
 from clevr_game.programs.random_programs import ANSWER_TYPES, random_program
 from clevr_game.programs.reference import _run_node
 from clevr_game.programs.signatures import SIGNATURES
@@ -262,7 +262,7 @@ def test_same_never_contains_the_object_itself(drawn: tuple[list, list]) -> None
     for a, attribute in enumerate(ATTRIBUTES):
         for i in range(len(ids)):
             others = {j for j in range(len(ids)) if j != i and ids[j][a] == ids[i][a]}
-            assert facts.same[a][i] == sum(1 << j for j in others)
+            assert facts.same_as(attribute, i) == sum(1 << j for j in others)
         for i in range(len(ids)):
             # Pick object i by all its attributes; when that is unique, same_* must exclude it.
             nodes = [("scene",)]
@@ -361,10 +361,26 @@ def test_with_coords_recomputes_only_relations() -> None:
     moved_coords = np.array([[2.0, 0.0, 0.35], [-2.0, 0.0, 0.7]])
     moved = facts.with_coords(moved_coords)
     assert moved == facts_of(ids, moved_coords)
-    assert moved.related != facts.related and moved.masks is facts.masks
-    matrix = direction_matrix(DEFAULT_DIRECTIONS)
-    assert facts.with_coords(moved_coords, matrix) == moved
-    assert SceneFacts.from_arrays(ids, moved_coords, matrix.T, CLEVR) == moved
+    assert moved.relation_rows() != facts.relation_rows() and moved.masks is facts.masks
+    vectors = relation_directions(DEFAULT_DIRECTIONS)
+    assert relation_directions(vectors) is vectors
+    as_array = np.array(vectors)
+    assert facts.with_coords(moved_coords, as_array) == moved
+    assert SceneFacts.from_arrays(ids, moved_coords, vectors, CLEVR) == moved
+    # The attribute part is remembered per id array, whatever object carries the ids.
+    assert SceneFacts.from_arrays(ids.tolist(), moved_coords, vectors, CLEVR).masks is moved.masks
+
+
+def test_large_scenes_use_unbounded_bit_sets() -> None:
+    count = 80
+    ids = np.array([[i % 2, i % 8, i % 2, i % 3] for i in range(count)])
+    coords = np.column_stack([np.linspace(-2.9, 2.9, count), np.zeros(count), np.full(count, 0.35)])
+    facts, data = facts_of(ids, coords), scene_dict(ids, coords)
+    rng = random.Random(3)
+    for _ in range(40):
+        drawn = random_program(rng, objects=data["objects"])
+        assert execute(drawn, facts) == reference_execute(drawn, data)
+    assert execute(program(("scene",), ("count", [0])), facts) == "80"
 
 
 def test_compiled_programs_are_cached_and_pickle_keeps_invalid() -> None:
@@ -425,18 +441,19 @@ def test_unhashable_node_fields_are_input_errors() -> None:
 
 def test_bad_arrays_are_input_errors() -> None:
     coords = np.zeros((1, 3))
-    with pytest.raises(InputError, match="attribute_ids: a value id is outside the clevr vocabulary"):
+    with pytest.raises(InputError, match="attribute_ids: a color id is outside the clevr vocabulary"):
         SceneFacts.from_arrays(np.array([[0, 8, 0, 0]]), coords, DEFAULT_DIRECTIONS, CLEVR)
-    with pytest.raises(InputError, match="attribute_ids: a value id is outside"):
+    with pytest.raises(InputError, match="attribute_ids: a color id is outside"):
         SceneFacts.from_arrays(np.array([[0, -1, 0, 0]]), coords, DEFAULT_DIRECTIONS, CLEVR)
     with pytest.raises(InputError, match="coords: expected shape"):
         SceneFacts.from_arrays(np.array([[0, 0, 0, 0]]), np.zeros((2, 3)), DEFAULT_DIRECTIONS, CLEVR)
     with pytest.raises(InputError, match="directions: missing front"):
         SceneFacts.from_arrays(np.array([[0, 0, 0, 0]]), coords, {"left": [1, 0, 0], "right": [-1, 0, 0],
                                                                      "behind": [0, 1, 0]}, CLEVR)
-    big = MAX_OBJECTS + 1
-    with pytest.raises(InputError, match=f"scene has {big} objects"):
-        SceneFacts.from_arrays(np.zeros((big, 4), dtype=np.int64), np.zeros((big, 3)), DEFAULT_DIRECTIONS, CLEVR)
+    with pytest.raises(InputError, match=r"attribute_ids: expected shape \(N, 4\)"):
+        SceneFacts.from_arrays(np.zeros((2, 3), dtype=np.int64), np.zeros((2, 3)), DEFAULT_DIRECTIONS, CLEVR)
+    with pytest.raises(InputError, match="directions: expected a"):
+        relation_directions(np.zeros((3, 4)))
     with pytest.raises(InputError, match="x.json: object 0: missing field 'color'"):
         compile_scene_dict({"objects": [{"size": "small"}]}, source="x.json")
     with pytest.raises(InputError, match="unknown color 'pink'"):

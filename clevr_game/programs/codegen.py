@@ -15,7 +15,7 @@ Two functions are generated:
 
 from __future__ import annotations
 
-from clevr_game.programs.facts import mask_key
+from clevr_game.programs.facts import RELATION_COUNT
 from clevr_game.programs.program import Node, Program
 from clevr_game.programs.signatures import (
     ATTRIBUTE_TYPES,
@@ -30,10 +30,9 @@ from clevr_game.vocab import ATTRIBUTES, RELATIONS
 _COMPARISONS = {"less_than": "<", "greater_than": ">"}
 
 # Facts read once at the top of a generated function, by the local name the body uses.
-_PROLOGUE = {"E": "facts.everything", "M": "facts.masks"}
-_PROLOGUE.update({f"R{r}": f"facts.related[{r}]" for r in range(len(RELATIONS))})
+_PROLOGUE = {"E": "facts.everything", "R": "facts.related"}
+_PROLOGUE.update({f"M{a}": f"facts.masks[{a}]" for a in range(len(ATTRIBUTES))})
 _PROLOGUE.update({f"V{a}": f"facts.values[{a}]" for a in range(len(ATTRIBUTES))})
-_PROLOGUE.update({f"S{a}": f"facts.same[{a}]" for a in range(len(ATTRIBUTES))})
 
 
 class _Emitter:
@@ -46,17 +45,20 @@ class _Emitter:
         self.used.add(name)
         return name
 
+    def _mask(self, attribute: str, value: str) -> str:
+        return f"{self._use(f'M{ATTRIBUTES.index(attribute)}')}[{value!r}]"
+
     def _filtered(self, base: str, side_inputs: tuple[str, ...]) -> str:
         # Template side inputs are size, color, material, shape; "" means any.
         terms = [base] + [
-            f"{self._use('M')}[{mask_key(attribute, value)!r}]"
+            self._mask(attribute, value)
             for attribute, value in zip(ATTRIBUTES, side_inputs, strict=False)
             if value
         ]
-        return " & ".join(terms) if len(terms) > 1 else base
+        return " & ".join(terms)
 
     def _related(self, relation: str, source: str) -> str:
-        return f"{self._use(f'R{RELATIONS.index(relation)}')}[{source}]"
+        return f"{self._use('R')}[{RELATION_COUNT} * {source} + {RELATIONS.index(relation)}]"
 
     def object_set(self, node: Node, args: list[str]) -> str:
         """The set expression of a node whose result is (or is reduced from) a set."""
@@ -70,9 +72,11 @@ class _Emitter:
         if function == "filter" or function in ("filter_unique", "filter_count", "filter_exist"):
             return self._filtered(args[0], values)
         if function.startswith("filter_"):
-            return f"{args[0]} & {self._use('M')}[{mask_key(function[7:], values[0])!r}]"
+            return f"{args[0]} & {self._mask(function[7:], values[0])}"
         if function.startswith("same_"):
-            return f"{self._use(f'S{ATTRIBUTES.index(function[5:])}')}[{args[0]}]"
+            # The object's own bit is set in its value's mask: xor takes it out.
+            a = ATTRIBUTES.index(function[5:])
+            return f"{self._use(f'M{a}')}[{self._use(f'V{a}')}[{args[0]}]] ^ (1 << {args[0]})"
         if function == "union":
             return f"{args[0]} | {args[1]}"
         if function == "intersect":

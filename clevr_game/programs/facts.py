@@ -1,17 +1,17 @@
 """Precomputed scene facts: what the fast executor reads instead of the scene.
 
 Object sets are Python ints used as bit sets (bit i = object i): filtering is `&`,
-counting is `int.bit_count`, and a set of at most a few dozen objects costs one
-machine word. Everything a program can ask of a scene is computed here once:
+counting is `int.bit_count`, and a set of a few dozen objects is one machine word.
 
-- `masks`: "attribute:value" -> set of objects with that value (every value of the
-  vocabulary is present, unseen ones with 0; unknown keys read as 0);
+- `masks[a][value]`: the objects whose attribute ATTRIBUTES[a] is `value` (every
+  value of the vocabulary is present; an unknown value reads as the empty set);
 - `values[a][i]`: the value of attribute ATTRIBUTES[a] of object i;
-- `same[a][i]`: the other objects sharing that value with object i;
-- `related[r][i]`: the objects that are RELATIONS[r] of object i.
+- `related[RELATION_COUNT * i + r]`: the objects that are RELATIONS[r] of object i.
 
-`SceneFacts.from_arrays` is the game's per-move constructor, vectorised with numpy;
-`with_coords` recomputes only the relations, since a move changes nothing else.
+A move of the game changes coordinates only, and a program asks for the relations
+of one or two objects, so relation rows are computed when first read (CLEVR's own
+arithmetic, in plain Python: cheaper than numpy's call overhead at this size),
+and the attribute part of `from_arrays` is remembered per attribute array.
 """
 
 from __future__ import annotations
@@ -25,117 +25,160 @@ from clevr_game.errors import InputError
 from clevr_game.scene import RELATION_THRESHOLD, Scene, parse_scene
 from clevr_game.vocab import ATTRIBUTES, RELATIONS, Vocabulary
 
-MAX_OBJECTS = 53
-"""Bit sets are packed through float64 dot products, exact up to 2**53."""
+Directions = tuple[tuple[float, float, float], ...]
+"""The four relation directions in RELATIONS order, as float triples."""
 
-DirectionsLike = Mapping[str, Sequence[float]] | np.ndarray
+DirectionsLike = Mapping[str, Sequence[float]] | np.ndarray | Directions
 
-
-def mask_key(attribute: str, value: str) -> str:
-    """The key of `SceneFacts.masks` for one attribute value."""
-    return f"{attribute}:{value}"
+RELATION_COUNT = len(RELATIONS)
+"""Relations of object i are stored under keys RELATION_COUNT * i + r."""
 
 
 class ValueMasks(dict[str, int]):
-    """A dict whose missing keys read as the empty set, so unknown values filter to nothing."""
+    """value -> bit set; a missing value reads as the empty set (without being stored)."""
 
-    def __missing__(self, key: str) -> int:
+    __slots__ = ()
+
+    def __missing__(self, value: str) -> int:
         return 0
 
 
-class _VocabularyLayout:
-    """Every value of a vocabulary numbered in one range: attribute a's value k is offsets[a] + k."""
+class Relations(dict[int, int]):
+    """Key RELATION_COUNT * i + r -> the objects that are RELATIONS[r] of object i, computed on first read.
 
-    def __init__(self, vocabulary: Vocabulary) -> None:
-        per_attribute = [vocabulary.values(a) for a in ATTRIBUTES]
-        self.vocabulary = vocabulary
-        self.sizes = np.array([len(v) for v in per_attribute], dtype=np.uint64)
-        self.offsets = np.cumsum([0] + [len(v) for v in per_attribute[:-1]]).astype(np.int64)
-        self.keys = [mask_key(a, v) for a, values in zip(ATTRIBUTES, per_attribute, strict=True) for v in values]
-        self.value_array = np.array([v for values in per_attribute for v in values], dtype=object)
-        self.index = {key: i for i, key in enumerate(self.keys)}
+    One flat dict per scene rather than one per relation: a move builds a new one,
+    and one object costs less to create than four.
+    """
 
+    __slots__ = ("coords", "directions")
 
-# Keyed by id() with the vocabulary kept alive in the entry: hashing a dataclass on
-# every move would cost more than the lookup saves.
-_LAYOUTS: dict[int, tuple[Vocabulary, _VocabularyLayout]] = {}
-
-
-def _layout(vocabulary: Vocabulary) -> _VocabularyLayout:
-    entry = _LAYOUTS.get(id(vocabulary))
-    if entry is None or entry[0] is not vocabulary:
-        entry = (vocabulary, _VocabularyLayout(vocabulary))
-        _LAYOUTS[id(vocabulary)] = entry
-    return entry[1]
+    def __missing__(self, key: int) -> int:
+        index, relation = divmod(key, RELATION_COUNT)
+        x, y, z = self.coords[index]
+        dx, dy, dz = self.directions[relation]
+        mask, bit = 0, 1
+        # Difference first, then the dot product, summed left to right: CLEVR's arithmetic.
+        for xj, yj, zj in self.coords:
+            if (xj - x) * dx + (yj - y) * dy + (zj - z) * dz > RELATION_THRESHOLD:
+                mask |= bit
+            bit <<= 1
+        self[key] = mask
+        return mask
 
 
-_WEIGHTS: list[np.ndarray] = [2.0 ** np.arange(n) for n in range(MAX_OBJECTS + 1)]
-_BITS: list[np.ndarray] = [np.left_shift(1, np.arange(n, dtype=np.int64)) for n in range(MAX_OBJECTS + 1)]
+def _relations(coords: list[list[float]], directions: Directions) -> Relations:
+    relations = Relations()
+    relations.coords = coords
+    relations.directions = directions
+    return relations
 
 
-def _check_count(n: int) -> None:
-    if n > MAX_OBJECTS:
-        raise InputError(f"scene has {n} objects; the executor supports at most {MAX_OBJECTS}")
+def relation_directions(directions: DirectionsLike) -> Directions:
+    """Directions in the executor's form: from a dict like Scene.directions or a (4, 3) array.
 
-
-def direction_matrix(directions: DirectionsLike) -> np.ndarray:
-    """(3, 4) float64: column r is the direction of RELATIONS[r]."""
+    Converting costs a few microseconds; a caller on the hot path converts once.
+    """
+    if isinstance(directions, tuple) and len(directions) == len(RELATIONS):
+        return directions
     if isinstance(directions, np.ndarray):
-        matrix = np.asarray(directions, dtype=np.float64)
-        if matrix.shape == (3, len(RELATIONS)):
-            return matrix
-        if matrix.shape == (len(RELATIONS), 3):
-            return np.ascontiguousarray(matrix.T)
-        raise InputError(f"directions: expected a (4, 3) array in RELATIONS order, got shape {matrix.shape}")
+        if directions.shape != (len(RELATIONS), 3):
+            raise InputError(f"directions: expected a (4, 3) array in RELATIONS order, got shape {directions.shape}")
+        return tuple((float(x), float(y), float(z)) for x, y, z in directions.tolist())
     missing = [r for r in RELATIONS if r not in directions]
     if missing:
         raise InputError(f"directions: missing {', '.join(missing)}")
-    return np.array([directions[r] for r in RELATIONS], dtype=np.float64).T.copy()
+    vectors = []
+    for rel in RELATIONS:
+        vector = directions[rel]
+        if len(vector) != 3:
+            raise InputError(f"directions: {rel} must have 3 components, got {len(vector)}")
+        vectors.append((float(vector[0]), float(vector[1]), float(vector[2])))
+    return tuple(vectors)
 
 
-def relation_masks(coords: np.ndarray, directions: DirectionsLike) -> list[list[int]]:
-    """related[r][i]: objects j with (c_j - c_i) . d_r > 0.2, as bit sets (CLEVR's rule)."""
-    coords = np.asarray(coords, dtype=np.float64)
-    n = len(coords)
-    _check_count(n)
-    matrix = direction_matrix(directions)
-    # Difference first, then the dot product: the same arithmetic as
-    # clevr_game.scene.relation_matrices, so both agree bit for bit.
-    delta = coords[None, :, :] - coords[:, None, :]
-    related = (delta @ matrix) > RELATION_THRESHOLD  # related[i, j, r]
-    return (related.transpose(2, 0, 1) @ _WEIGHTS[n]).astype(np.int64).tolist()
+def _coordinate_rows(coords: Any, count: int) -> list[list[float]]:
+    rows = np.asarray(coords, dtype=np.float64)
+    if rows.shape != (count, 3):
+        raise InputError(f"coords: expected shape ({count}, 3), got {rows.shape}")
+    return rows.tolist()
 
 
-def _pack_indices(indices: Sequence[int]) -> int:
-    mask = 0
-    for j in indices:
-        mask |= 1 << j
-    return mask
+def relation_masks(coords: Any, directions: DirectionsLike) -> list[list[int]]:
+    """All rows at once: related[r][i] = objects j with (c_j - c_i) . d_r > 0.2."""
+    rows = _coordinate_rows(coords, len(coords))
+    relations = _relations(rows, relation_directions(directions))
+    return [[relations[RELATION_COUNT * i + r] for i in range(len(rows))] for r in range(RELATION_COUNT)]
+
+
+_Attributes = tuple[tuple[ValueMasks, ...], tuple[list[str], ...]]
+
+
+def _attributes_from_values(values: tuple[list[str], ...], vocabulary: Vocabulary) -> _Attributes:
+    masks = []
+    for attribute, column in zip(ATTRIBUTES, values, strict=True):
+        by_value = ValueMasks.fromkeys(vocabulary.values(attribute), 0)
+        bit = 1
+        for value in column:
+            by_value[value] |= bit
+            bit <<= 1
+        masks.append(by_value)
+    return tuple(masks), values
+
+
+def _attributes_from_ids(ids: np.ndarray, vocabulary: Vocabulary) -> _Attributes:
+    if ids.ndim != 2 or ids.shape[1] != len(ATTRIBUTES):
+        raise InputError(f"attribute_ids: expected shape (N, {len(ATTRIBUTES)}), got {ids.shape}")
+    columns = []
+    for attribute, column in zip(ATTRIBUTES, ids.T.tolist(), strict=True):
+        names = vocabulary.values(attribute)
+        if column and (min(column) < 0 or max(column) >= len(names)):
+            raise InputError(f"attribute_ids: a {attribute} id is outside the {vocabulary.name} vocabulary")
+        columns.append([names[k] for k in column])
+    return _attributes_from_values(tuple(columns), vocabulary)
+
+
+# The attribute part of from_arrays by (vocabulary, ids): a game item's attributes
+# never change, so every move after the first finds its part here. Entries are
+# immutable and the vocabulary is kept in them, so its id cannot be reused.
+_ATTRIBUTE_CACHE: dict[tuple[int, int, bytes], tuple[Vocabulary, _Attributes]] = {}
+_ATTRIBUTE_CACHE_LIMIT = 8192
+
+
+def _cached_attributes(ids: Any, vocabulary: Vocabulary) -> _Attributes:
+    array = np.ascontiguousarray(ids, dtype=np.int64)
+    key = (id(vocabulary), len(array), array.tobytes())
+    entry = _ATTRIBUTE_CACHE.get(key)
+    if entry is not None and entry[0] is vocabulary:
+        return entry[1]
+    attributes = _attributes_from_ids(array, vocabulary)
+    if len(_ATTRIBUTE_CACHE) >= _ATTRIBUTE_CACHE_LIMIT:
+        _ATTRIBUTE_CACHE.clear()
+    _ATTRIBUTE_CACHE[key] = (vocabulary, attributes)
+    return attributes
 
 
 class SceneFacts:
-    """Everything the executor needs from one scene, as bit sets (see the module doc)."""
+    """Everything the executor needs from one scene, as bit sets (see the module doc).
 
-    __slots__ = ("count", "everything", "masks", "values", "same", "related", "vocabulary", "directions")
+    Read-only once built: the dicts and lists inside are shared between the facts
+    of one scene's moves.
+    """
+
+    __slots__ = ("count", "everything", "masks", "values", "related", "vocabulary", "directions")
 
     def __init__(
         self,
-        count: int,
-        masks: ValueMasks,
-        values: list[list[str]],
-        same: list[list[int]],
-        related: list[list[int]],
+        attributes: _Attributes,
+        related: Relations,
         vocabulary: Vocabulary,
-        directions: np.ndarray,
+        directions: Directions,
     ) -> None:
-        self.count = count
-        self.everything = (1 << count) - 1
-        self.masks = masks
-        self.values = values
-        self.same = same
+        self.masks, self.values = attributes
+        self.count = len(self.values[0])
+        self.everything = (1 << self.count) - 1
         self.related = related
         self.vocabulary = vocabulary
-        self.directions = directions  # (3, 4), kept so that a move recomputes relations alike
+        self.directions = directions  # kept so that a move computes relations alike
 
     # ------------------------------------------------------------ constructors
 
@@ -149,57 +192,44 @@ class SceneFacts:
     ) -> SceneFacts:
         """Facts of N objects: ids (N, 4) in ATTRIBUTES order, coords (N, 3), relations computed.
 
-        `directions` is a dict like Scene.directions or, faster, `direction_matrix(...)`.
+        `directions`: a dict like Scene.directions, a (4, 3) array, or (fastest)
+        the tuple `relation_directions(...)` gives.
         """
-        ids = np.asarray(attribute_ids, dtype=np.int64)
-        n = len(ids)
-        _check_count(n)
-        layout = _layout(vocabulary)
-        if ids.shape != (n, len(ATTRIBUTES)):
-            raise InputError(f"attribute_ids: expected shape (N, {len(ATTRIBUTES)}), got {ids.shape}")
-        # Negative ids wrap to huge unsigned values, so one comparison checks both ends.
-        if (ids.view(np.uint64) >= layout.sizes).any():
-            raise InputError(f"attribute_ids: a value id is outside the {vocabulary.name} vocabulary")
-        if np.shape(coords) != (n, 3):
-            raise InputError(f"coords: expected shape ({n}, 3), got {np.shape(coords)}")
-        matrix = direction_matrix(directions)
-        value_ids = ids + layout.offsets
-        masks = np.bincount(
-            value_ids.ravel(), weights=np.repeat(_WEIGHTS[n], len(ATTRIBUTES)), minlength=len(layout.keys)
-        ).astype(np.int64)
-        same = (masks[value_ids] - _BITS[n][:, None]).T.tolist()
-        values = layout.value_array[value_ids.T].tolist()
-        return cls(
-            n,
-            ValueMasks(zip(layout.keys, masks.tolist(), strict=True)),
-            values,
-            same,
-            relation_masks(coords, matrix),
-            vocabulary,
-            matrix,
-        )
+        attributes = _cached_attributes(attribute_ids, vocabulary)
+        rows = _coordinate_rows(coords, len(attributes[1][0]))
+        directions = relation_directions(directions)
+        return cls(attributes, _relations(rows, directions), vocabulary, directions)
 
     def with_coords(self, coords: np.ndarray, directions: DirectionsLike | None = None) -> SceneFacts:
-        """The same objects moved to `coords` (N, 3): only the relations are recomputed."""
-        if np.shape(coords) != (self.count, 3):
-            raise InputError(f"coords: expected shape ({self.count}, 3), got {np.shape(coords)}")
-        matrix = self.directions if directions is None else direction_matrix(directions)
-        return SceneFacts(
-            self.count, self.masks, self.values, self.same, relation_masks(coords, matrix),
-            self.vocabulary, matrix,
-        )
+        """The same objects moved to `coords` (N, 3): only the relations change."""
+        rows = _coordinate_rows(coords, self.count)
+        directions = self.directions if directions is None else relation_directions(directions)
+        return SceneFacts((self.masks, self.values), _relations(rows, directions), self.vocabulary, directions)
 
     # ------------------------------------------------------------ reading
 
     def value_mask(self, attribute: str, value: str) -> int:
         """Objects whose `attribute` is `value` (0 for a value no object has)."""
-        return self.masks[mask_key(attribute, value)]
+        return self.masks[ATTRIBUTES.index(attribute)][value]
+
+    def same_as(self, attribute: str, index: int) -> int:
+        """The other objects with the same `attribute` value as object `index`."""
+        a = ATTRIBUTES.index(attribute)
+        return self.masks[a][self.values[a][index]] & ~(1 << index)
+
+    def relate(self, relation: str, index: int) -> int:
+        """The objects that are `relation` of object `index`."""
+        return self.related[RELATION_COUNT * index + RELATIONS.index(relation)]
+
+    def relation_rows(self) -> list[list[int]]:
+        """Per relation (RELATIONS order), per object, the related objects; all computed."""
+        return [[self.related[RELATION_COUNT * i + r] for i in range(self.count)] for r in range(RELATION_COUNT)]
 
     def relationships(self) -> dict[str, list[list[int]]]:
         """CLEVR's `relationships` form: rel -> per object the sorted related indices."""
         return {
             rel: [[j for j in range(self.count) if row >> j & 1] for row in rows]
-            for rel, rows in zip(RELATIONS, self.related, strict=True)
+            for rel, rows in zip(RELATIONS, self.relation_rows(), strict=True)
         }
 
     def __eq__(self, other: object) -> bool:
@@ -209,38 +239,41 @@ class SceneFacts:
             self.count == other.count
             and self.masks == other.masks
             and self.values == other.values
-            and self.same == other.same
-            and self.related == other.related
+            and self.relation_rows() == other.relation_rows()
             and self.vocabulary == other.vocabulary
         )
 
-    __hash__ = None  # type: ignore[assignment]  # mutable-looking lists inside: not hashable
+    __hash__ = None  # type: ignore[assignment]  # equality by content, which is not hashed
 
     def __repr__(self) -> str:
         return f"SceneFacts(count={self.count}, vocabulary={self.vocabulary.name!r})"
 
 
+def _stored_relations(
+    stored: dict[str, list[list[int]]], rows: list[list[float]], directions: Directions
+) -> Relations:
+    relations = _relations(rows, directions)
+    for r, rel in enumerate(RELATIONS):
+        for i, indices in enumerate(stored[rel]):
+            mask = 0
+            for j in indices:
+                mask |= 1 << j
+            relations[RELATION_COUNT * i + r] = mask
+    return relations
+
+
 def compile_scene(scene: Scene) -> SceneFacts:
     """Facts of a Scene; its stored `relationships` are used when present, as CLEVR does."""
-    n = len(scene)
-    _check_count(n)
-    layout = _layout(scene.vocabulary)
-    masks = ValueMasks.fromkeys(layout.keys, 0)
-    values: list[list[str]] = [[obj.attribute(a) for obj in scene.objects] for a in ATTRIBUTES]
-    for a, attribute in enumerate(ATTRIBUTES):
-        for i, value in enumerate(values[a]):
-            masks[mask_key(attribute, value)] |= 1 << i
-    same = [
-        [masks[mask_key(attribute, value)] & ~(1 << i) for i, value in enumerate(values[a])]
-        for a, attribute in enumerate(ATTRIBUTES)
-    ]
-    matrix = direction_matrix(scene.directions)
+    values = tuple([obj.attribute(a) for obj in scene.objects] for a in ATTRIBUTES)
+    attributes = _attributes_from_values(values, scene.vocabulary)
+    rows = _coordinate_rows(scene.coords(), len(scene))
+    directions = relation_directions(scene.directions)
     stored = scene.relationships
     if stored is not None and all(rel in stored for rel in RELATIONS):
-        related = [[_pack_indices(row) for row in stored[rel]] for rel in RELATIONS]
+        related = _stored_relations(stored, rows, directions)
     else:
-        related = relation_masks(scene.coords(), matrix)
-    return SceneFacts(n, masks, values, same, related, scene.vocabulary, matrix)
+        related = _relations(rows, directions)
+    return SceneFacts(attributes, related, scene.vocabulary, directions)
 
 
 def compile_scene_dict(data: Any, vocabulary: Vocabulary | None = None, source: str | None = None) -> SceneFacts:

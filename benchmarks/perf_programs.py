@@ -1,0 +1,195 @@
+"""Program execution speed: the fast executor against the reference, side by side in one run.
+
+    python -m benchmarks.perf_programs [--quick]
+
+Rows (value / baseline = ratio, higher is better):
+- programs/s on real CLEVR val scenes, for the 9 real questions' programs and for
+  random programs of the same shape (primitive only, and with template composites).
+  Baseline: `reference_execute` on the scene dicts with their stored relationships;
+  fast: facts compiled once per scene (not timed), `execute` on them.
+- moves/s for the game's case, a moved scene each time. Baseline: relationships
+  recomputed the plain-Python way (CLEVR's loop), then `reference_execute`; fast:
+  `SceneFacts.from_arrays` + `execute`, and `facts.with_coords` + `execute` (what
+  the game does, the attributes being fixed).
+Every row checks first that both sides give the same answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clevr_game.programs import (
+    Program,
+    SceneFacts,
+    compile_program,
+    compile_scene_dict,
+    execute,
+    parse_program,
+    reference_execute,
+)
+from clevr_game.programs.facts import relation_directions
+from clevr_game.programs.random_programs import random_program
+from clevr_game.scene import RELATION_THRESHOLD, parse_scene
+from clevr_game.vocab import RELATIONS
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clevr_real"
+Job = tuple[Program, Any]
+
+
+def _best_rate(work: Callable[[], int], repeats: int) -> float:
+    """Items per second of the fastest of `repeats` runs (the least disturbed by other load)."""
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        done = work()
+        rates.append(done / (time.perf_counter() - start))
+    return max(rates)
+
+
+def _row(name: str, unit: str, baseline: float, value: float) -> dict[str, Any]:
+    return {"name": name, "unit": unit, "baseline": baseline, "value": value, "ratio": value / baseline}
+
+
+def python_relationships(objects: Sequence[dict[str, Any]], directions: dict[str, Any]) -> dict[str, list[list[int]]]:
+    """CLEVR's own way: a dot product per ordered pair, in plain Python."""
+    relationships = {}
+    for rel in RELATIONS:
+        dx, dy, dz = directions[rel]
+        rows = []
+        for i, first in enumerate(objects):
+            x, y, z = first["3d_coords"]
+            rows.append([
+                j for j, second in enumerate(objects)
+                if j != i and (second["3d_coords"][0] - x) * dx + (second["3d_coords"][1] - y) * dy
+                + (second["3d_coords"][2] - z) * dz > RELATION_THRESHOLD
+            ])
+        relationships[rel] = rows
+    return relationships
+
+
+def _program_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
+    questions = json.loads((DATA / "CLEVR_val_questions_sample9.json").read_text())["questions"]
+    real_programs = [parse_program(q["program"]) for q in questions]
+    facts = [compile_scene_dict(scene) for scene in scenes]
+    rng = random.Random(0)
+    suites = {
+        "real question programs": [(p, i) for i in range(len(scenes)) for p in real_programs],
+        "random primitive programs": [
+            (random_program(rng, objects=scene["objects"], composites=False), i)
+            for i, scene in enumerate(scenes) for _ in range(9)
+        ],
+        "random composite programs": [
+            (random_program(rng, objects=scene["objects"], composites=True), i)
+            for i, scene in enumerate(scenes) for _ in range(9)
+        ],
+    }
+    rows = []
+    for name, jobs in suites.items():
+        for program, _ in jobs:
+            compile_program(program)  # once per program, as the game does; not timed
+        baseline_jobs = [(p, scenes[i]) for p, i in jobs]
+        fast_jobs = [(p, facts[i]) for p, i in jobs]
+        expected = [reference_execute(p, s) for p, s in baseline_jobs]
+        if [execute(p, f) for p, f in fast_jobs] != expected:
+            raise AssertionError(f"{name}: the fast executor disagrees with the reference")
+
+        def baseline(jobs: list[Job] = baseline_jobs) -> int:
+            for program, scene in jobs:
+                reference_execute(program, scene)
+            return len(jobs)
+
+        def fast(jobs: list[Job] = fast_jobs) -> int:
+            for program, scene_facts in jobs:
+                execute(program, scene_facts)
+            return len(jobs)
+
+        nodes = statistics.mean(len(p) for p, _ in jobs)
+        rows.append(_row(
+            f"{name} ({len(jobs)} runs, {nodes:.1f} nodes avg)", "programs/s",
+            _best_rate(baseline, repeats), _best_rate(fast, repeats),
+        ))
+    return rows
+
+
+def _moved_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
+    rng = random.Random(1)
+    np_rng = np.random.default_rng(1)
+    parsed = [parse_scene(scene) for scene in scenes]
+    ids = [scene.attribute_ids() for scene in parsed]
+    matrix = relation_directions(parsed[0].directions)
+    start_facts = [compile_scene_dict(scene) for scene in scenes]
+    programs = [random_program(rng, objects=scene["objects"], composites=rng.random() < 0.5) for scene in scenes]
+    moves = []  # (scene index, moved coords array, moved object dicts)
+    for index, scene in enumerate(parsed):
+        steps = np_rng.integers(-3, 4, size=(len(scene), 2)) * 0.3  # the game's displacement bins
+        coords = scene.coords()
+        coords[:, :2] += steps
+        objects = [dict(obj, **{"3d_coords": xyz}) for obj, xyz in zip(scenes[index]["objects"], coords.tolist(), strict=True)]
+        moves.append((index, coords, objects))
+    for program in programs:
+        compile_program(program)
+
+    def baseline_answer(index: int, objects: list[dict[str, Any]]) -> str:
+        relationships = python_relationships(objects, scenes[index]["directions"])
+        return reference_execute(programs[index], {"objects": objects, "relationships": relationships})
+
+    expected = [baseline_answer(i, objects) for i, _, objects in moves]
+    by_arrays = [execute(programs[i], SceneFacts.from_arrays(ids[i], c, matrix, parsed[i].vocabulary)) for i, c, _ in moves]
+    by_moving = [execute(programs[i], start_facts[i].with_coords(c)) for i, c, _ in moves]
+    if not expected == by_arrays == by_moving:
+        raise AssertionError("moved scenes: the fast executor disagrees with the reference")
+
+    def baseline() -> int:
+        for index, _, objects in moves:
+            baseline_answer(index, objects)
+        return len(moves)
+
+    def from_arrays() -> int:
+        for index, coords, _ in moves:
+            execute(programs[index], SceneFacts.from_arrays(ids[index], coords, matrix, parsed[index].vocabulary))
+        return len(moves)
+
+    def with_coords() -> int:
+        for index, coords, _ in moves:
+            execute(programs[index], start_facts[index].with_coords(coords))
+        return len(moves)
+
+    base = _best_rate(baseline, repeats)
+    objects = statistics.mean(len(scene) for scene in parsed)
+    return [
+        _row(f"moved scene: from_arrays + execute ({objects:.1f} objects avg)", "moves/s",
+             base, _best_rate(from_arrays, repeats)),
+        _row("moved scene: facts.with_coords + execute", "moves/s", base, _best_rate(with_coords, repeats)),
+    ]
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Measure every row; `quick` uses 100 scenes and 3 repetitions instead of 500 and 5."""
+    scenes = json.loads((DATA / "CLEVR_val_scenes_500.json").read_text())["scenes"]
+    if quick:
+        scenes = scenes[:100]
+    repeats = 3 if quick else 5
+    return _program_rows(scenes, repeats) + _moved_rows(scenes, repeats)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    header = f"{'benchmark':<62} {'baseline':>11} {'fast':>11} {'ratio':>7}  unit"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(f"{row['name']:<62} {row['baseline']:>11.0f} {row['value']:>11.0f} {row['ratio']:>6.1f}x  {row['unit']}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="100 scenes, 3 repetitions")
+    print_table(run(quick=parser.parse_args().quick))
