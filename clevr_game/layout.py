@@ -9,6 +9,7 @@ relation between two objects is ambiguous.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,96 @@ def first_violation(
     return None
 
 
+@dataclass(frozen=True)
+class BatchVerdict:
+    """Per scene of a batch: valid, and for the others the first broken rule (as first_violation)."""
+
+    ok: np.ndarray  # (B,) bool
+    kind: np.ndarray  # (B,) 0 valid, 1 bounds, 2 overlap, 3 margin
+    first: np.ndarray  # (B,) object index
+    second: np.ndarray  # (B,) object index (pairs)
+    axis: np.ndarray  # (B,) 0 left-right, 1 front-behind (margins)
+
+    _KINDS = (None, "bounds", "overlap", "margin")
+    _AXES = ("left-right", "front-behind")
+
+    def violation(self, row: int) -> LayoutViolation | None:
+        kind, first, second, axis = self._rows()[row]
+        if kind == 0:
+            return None
+        if kind == 1:
+            return LayoutViolation("bounds", first)
+        return LayoutViolation(self._KINDS[kind], first, second, self._AXES[axis] if kind == 3 else None)
+
+    def reason(self, row: int, describe: list[str] | None = None) -> str:
+        """violation(row).reason(describe), without building the violation (the game's hot path)."""
+        kind, first, second, axis = self._rows()[row]
+        if kind == 0:
+            return ""
+        a = f"object {first} ({describe[first]})" if describe else f"object {first}"
+        if kind == 1:
+            return f"{a} leaves the board (-{BOUND:g}, {BOUND:g})"
+        b = f"object {second} ({describe[second]})" if describe else f"object {second}"
+        if kind == 2:
+            return f"{a} overlaps {b}"
+        return f"{a} and {b} are closer than {MIN_MARGIN:g} along the {self._AXES[axis]} axis"
+
+    def _rows(self) -> list[tuple[int, int, int, int]]:
+        # Plain ints once per batch: per-row numpy scalar access costs more than the rest.
+        cached = self.__dict__.get("_row_cache")
+        if cached is None:
+            cached = list(zip(self.kind.tolist(), self.first.tolist(), self.second.tolist(),
+                              self.axis.tolist(), strict=True))
+            object.__setattr__(self, "_row_cache", cached)
+        return cached
+
+
+@lru_cache(maxsize=16)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    if n < 2:  # keep one (0, 0) pair, masked out by `pair`, so argmax has something to scan
+        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    return np.triu_indices(n, 1)
+
+
+def judge_batch(
+    xy: np.ndarray,
+    radii: np.ndarray,
+    present: np.ndarray,
+    directions: dict | None = None,
+    axes: np.ndarray | None = None,
+) -> BatchVerdict:
+    """(B, N, 2) positions, (B, N) radii and presence -> every scene's verdict, in one pass.
+
+    The first broken rule is found in the same order as first_violation (bounds by
+    object, then overlaps by pair, then margins by pair). `axes` (B, 2, 2) gives each
+    scene its own left/front axes (default: from `directions`).
+    """
+    xy = np.asarray(xy, dtype=np.float64)
+    b, n = xy.shape[:2]
+    outside = (np.abs(xy) >= BOUND).any(-1) & present
+    # The left and front axes are orthonormal, so rotating the points once gives both
+    # the distances along each axis and (by Pythagoras) the Euclidean distance.
+    if axes is None:
+        uv = xy @ margin_axes(directions).T
+    else:
+        uv = np.matmul(xy, axes.transpose(0, 2, 1))
+    # Pairs i < j in row-major order, so argmax finds the same first pair as first_violation.
+    first_of, second_of = _pairs(n)
+    delta = uv[:, first_of] - uv[:, second_of]  # (B, P, 2)
+    gap = np.sqrt((delta**2).sum(-1)) - radii[:, first_of] - radii[:, second_of]
+    close = np.abs(delta) < MIN_MARGIN
+    pair = present[:, first_of] & present[:, second_of] & (first_of != second_of)
+    overlap = pair & (gap < MIN_GAP)
+    margin = pair & (close[..., 0] | close[..., 1])
+    any_out, any_overlap, any_margin = outside.any(1), overlap.any(1), margin.any(1)
+    kind = np.where(any_out, 1, np.where(any_overlap, 2, np.where(any_margin, 3, 0)))
+    pair_index = np.where(any_overlap, overlap.argmax(1), margin.argmax(1))
+    first = np.where(any_out, outside.argmax(1), first_of[pair_index])
+    second = second_of[pair_index]
+    axis = np.where(close[np.arange(b), pair_index, 0], 0, 1)
+    return BatchVerdict(kind == 0, kind, first, second, axis)
+
+
 def valid_batch(
     xy: np.ndarray,
     radii: np.ndarray,
@@ -77,22 +168,8 @@ def valid_batch(
     directions: dict | None = None,
     axes: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(B, N, 2) positions, (B, N) radii and presence -> (B,) bool: every rule holds.
-
-    `axes` (B, 2, 2) gives each scene its own left/front axes (default: from `directions`).
-    """
-    xy = np.asarray(xy, dtype=np.float64)
-    inside = ~np.any((np.abs(xy) >= BOUND).any(-1) & present, axis=1)
-    delta = xy[:, :, None, :] - xy[:, None, :, :]
-    gap = np.sqrt((delta**2).sum(-1)) - radii[:, :, None] - radii[:, None, :]
-    if axes is None:
-        along = np.abs(delta @ margin_axes(directions).T)
-    else:
-        along = np.abs(np.einsum("bijk,bak->bija", delta, axes))
-    n = xy.shape[1]
-    pair = present[:, :, None] & present[:, None, :] & ~np.eye(n, dtype=bool)
-    broken = pair & ((gap < MIN_GAP) | (along < MIN_MARGIN).any(-1))
-    return inside & ~broken.any(axis=(1, 2))
+    """(B,) bool: every rule holds (see judge_batch)."""
+    return judge_batch(xy, radii, present, directions, axes).ok
 
 
 def sample_layout(

@@ -169,26 +169,37 @@ class Scene:
     def computed_relationships(self) -> dict[str, list[list[int]]]:
         return relationships_from_matrices(self.relation_matrices())
 
-    def with_coords(self, coords: np.ndarray, *, pixel_coords: bool = True) -> Scene:
-        """A copy with objects moved to `coords` (N, 2 or 3), relationships recomputed."""
+    def with_coords(
+        self,
+        coords: np.ndarray,
+        *,
+        pixel_coords: np.ndarray | bool = True,
+        relationships: dict[str, list[list[int]]] | None = None,
+    ) -> Scene:
+        """A copy with objects moved to `coords` (N, 2 or 3).
+
+        Pixel coordinates are projected (or taken from an (N, 3) array a caller
+        projected in bulk) and relationships recomputed (or taken as given).
+        """
         coords = np.asarray(coords, dtype=np.float64)
-        objects = []
-        for obj, xyz in zip(self.objects, coords, strict=True):
-            z = float(xyz[2]) if xyz.shape[0] > 2 else obj.coords[2]
-            objects.append(
-                SceneObject(
-                    obj.size, obj.color, obj.material, obj.shape,
-                    (float(xyz[0]), float(xyz[1]), z), obj.rotation, obj.pixel_coords, dict(obj.extra),
-                )
+        xyz = coords if coords.shape[1] > 2 else np.column_stack([coords, self.coords()[:, 2]])
+        if pixel_coords is True:
+            pixel_coords = project_to_pixels(xyz) if len(xyz) else None
+        pixels = pixel_coords.tolist() if isinstance(pixel_coords, np.ndarray) else None
+        objects = [
+            SceneObject(
+                obj.size, obj.color, obj.material, obj.shape, (p[0], p[1], p[2]), obj.rotation,
+                (int(pixels[i][0]), int(pixels[i][1]), pixels[i][2]) if pixels else obj.pixel_coords,
+                dict(obj.extra),
             )
+            for i, (obj, p) in enumerate(zip(self.objects, xyz.tolist(), strict=True))
+        ]
         moved = Scene(
             objects, dict(self.directions), self.vocabulary, self.image_index,
-            self.image_filename, self.split, None, dict(self.extra),
+            self.image_filename, self.split, relationships, dict(self.extra),
         )
-        if pixel_coords and objects:
-            for obj, px in zip(objects, project_to_pixels(moved.coords()), strict=True):
-                obj.pixel_coords = (int(px[0]), int(px[1]), float(px[2]))
-        moved.relationships = moved.computed_relationships()
+        if relationships is None:
+            moved.relationships = moved.computed_relationships()
         return moved
 
     def to_json(self) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clevr_game.enforcers import Verdict
-from clevr_game.layout import BOUND, LayoutViolation, first_violation, valid_batch
+from clevr_game.layout import BOUND, judge_batch
 from clevr_game.programs import SceneFacts, compile_scene, execute
-from clevr_game.scene import Scene
+from clevr_game.scene import Scene, project_to_pixels
 from envs.items import MAX_OBJECTS, Item, ItemPool
 from players.protocol import Answer, Player, Query
 
@@ -67,7 +67,7 @@ class MoveSpace:
         return moved
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What one move did: verdicts, answers, reward and the new scene (when valid)."""
 
@@ -151,37 +151,43 @@ class Game:
 
     # ------------------------------------------------------------------ judging
 
-    def _true_answer(self, item: Item, index: int, coords: np.ndarray, scene: Scene | None) -> str:
-        if item.environment is not None and self.answer_of is not None:
-            return self.answer_of(scene if scene is not None else item.scene.with_coords(coords), item)
+    def _moved_facts(self, item: Item, index: int, coords: np.ndarray) -> SceneFacts:
         facts = self._facts.get(index)
         if facts is None:
             facts = self._facts[index] = compile_scene(item.scene)
-        return execute(item.program, facts.with_coords(coords))
+        return facts.with_coords(coords)
 
-    def _judge_valid_layout(self, item: Item, index: int, coords: np.ndarray) -> tuple[list[Verdict], Scene | None]:
+    def _judge_valid_layout(
+        self, item: Item, index: int, coords: np.ndarray
+    ) -> tuple[list[Verdict], Scene | None, SceneFacts | None]:
+        """Visibility, ASP constraints and relevance of a scene whose layout is valid."""
         verdicts = [Verdict("boundary", True)]
-        scene = None
+        scene = facts = None
         if self.visibility is not None or item.environment is not None:
             scene = item.scene.with_coords(coords)
         if self.visibility is not None:
             hidden = self.visibility(scene)
             if hidden:
                 obj = scene.objects[hidden[0]].describe()
-                return [Verdict("boundary", False, f"object {hidden[0]} ({obj}) is not visible")], scene
+                return [Verdict("boundary", False, f"object {hidden[0]} ({obj}) is not visible")], scene, None
         if item.environment is not None:
             env = self.environments.get(item.environment)
             if env is None:
-                return verdicts + [Verdict("asp", False, f"unknown environment {item.environment!r}")], scene
+                return verdicts + [Verdict("asp", False, f"unknown environment {item.environment!r}")], scene, None
             result = env.check(scene)
             if not result.ok:
                 reason = result.failed[0] if result.failed else "environment violated"
-                return verdicts + [Verdict("asp", False, reason)], scene
+                return verdicts + [Verdict("asp", False, reason)], scene, None
             verdicts.append(Verdict("asp", True))
-        new_truth = self._true_answer(item, index, coords, scene)
+        if item.environment is not None and self.answer_of is not None:
+            new_truth = self.answer_of(scene, item)
+        else:
+            facts = self._moved_facts(item, index, coords)
+            new_truth = execute(item.program, facts)
         if new_truth != item.answer:
-            return verdicts + [Verdict("relevance", False, f"answer changed from {item.answer} to {new_truth}")], scene
-        return verdicts + [Verdict("relevance", True)], scene
+            reason = f"answer changed from {item.answer} to {new_truth}"
+            return verdicts + [Verdict("relevance", False, reason)], scene, facts
+        return verdicts + [Verdict("relevance", True)], scene, facts
 
     # ------------------------------------------------------------------ the move
 
@@ -191,42 +197,57 @@ class Game:
         actions = np.asarray(actions, dtype=np.int64)
         pool = self.pool
         start = pool.xy[indices]
-        moved = self.moves.apply(start, heads, actions)
         present = pool.present[indices]
-        moved = np.where(present[..., None], moved, start)
-        layout_ok = valid_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
+        moved = np.where(present[..., None], self.moves.apply(start, heads, actions), start)
+        layout = judge_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
         old = self.old_answers(indices)
+        shifts = moved - start
+        moves_by_row: dict[int, list[tuple[int, float, float]]] = {}
+        rows, objs = np.nonzero(np.any(shifts != 0.0, axis=-1))
+        for row, obj, (dx, dy) in zip(rows.tolist(), objs.tolist(), shifts[rows, objs].tolist(), strict=True):
+            moves_by_row.setdefault(row, []).append((obj, dx, dy))
 
         outcomes: list[Outcome | None] = [None] * len(indices)
-        to_ask: list[tuple[int, Scene]] = []
-        for row, index in enumerate(indices):
+        accepted: list[tuple[int, int, np.ndarray, list[Verdict], Scene | None, SceneFacts | None]] = []
+        for row, (index, ok) in enumerate(zip(indices.tolist(), layout.ok.tolist(), strict=True)):
             item = pool.items[index]
+            if not ok:
+                reason = layout.reason(row, pool.descriptions[index])
+                outcomes[row] = self._finish(item, [Verdict("boundary", False, reason)], old[row], None,
+                                             moves_by_row.get(row, []))
+                continue
             n = int(pool.num_objects[index])
-            new_xy = moved[row, :n]
-            shift = new_xy - start[row, :n]
-            move_list = [(int(j), float(dx), float(dy)) for j, (dx, dy) in enumerate(shift) if dx or dy]
-            coords = np.column_stack([new_xy, pool.z[index, :n]])
-            if not layout_ok[row]:
-                violation = first_violation(new_xy, pool.radii[index, :n], item.scene.directions)
-                verdicts = [Verdict("boundary", False, _describe(violation, item))]
-                outcomes[row] = self._finish(item, verdicts, old[row], None, move_list)
-                continue
-            verdicts, scene = self._judge_valid_layout(item, index, coords)
-            if not verdicts[-1].ok:
-                outcomes[row] = self._finish(item, verdicts, old[row], None, move_list)
-                continue
-            scene = scene or item.scene.with_coords(coords)
-            if not move_list:
+            coords = np.column_stack([moved[row, :n], pool.z[index, :n]])
+            verdicts, scene, facts = self._judge_valid_layout(item, index, coords)
+            if verdicts[-1].ok:
+                accepted.append((row, index, coords, verdicts, scene, facts))
+            else:
+                outcomes[row] = self._finish(item, verdicts, old[row], None, moves_by_row.get(row, []))
+        if not accepted:
+            return outcomes  # type: ignore[return-value]
+
+        # Accepted scenes are built together: one projection for all their objects.
+        pixels = project_to_pixels(np.concatenate([a[2] for a in accepted]))
+        bounds = np.cumsum([0] + [len(a[2]) for a in accepted])
+        to_ask: list[tuple[int, Scene]] = []
+        for k, (row, index, coords, verdicts, scene, facts) in enumerate(accepted):
+            item = pool.items[index]
+            if scene is None:
+                relationships = facts.relationships() if facts is not None else None
+                scene = item.scene.with_coords(coords, pixel_coords=pixels[bounds[k]:bounds[k + 1]],
+                                               relationships=relationships)
+            move_list = moves_by_row.get(row, [])
+            if move_list:
+                outcomes[row] = Outcome(item.item_id, True, verdicts, item.answer, None, None, 0.0, move_list, scene)
+                to_ask.append((row, scene))
+            else:  # nothing moved: the old answer stands, the player is not asked again
                 outcomes[row] = self._finish(item, verdicts, old[row], old[row], move_list, scene)
-                continue
-            outcomes[row] = Outcome(item.item_id, True, verdicts, item.answer, None, None, 0.0, move_list, scene)
-            to_ask.append((row, scene))
         if to_ask:
             queries = [self._query(pool.items[indices[row]], scene) for row, scene in to_ask]
             for (row, scene), answer in zip(to_ask, self.player.answer_batch(queries), strict=True):
-                item = pool.items[indices[row]]
                 pending = outcomes[row]
-                outcomes[row] = self._finish(item, pending.verdicts, old[row], answer, pending.moves, scene)
+                outcomes[row] = self._finish(pool.items[indices[row]], pending.verdicts, old[row], answer,
+                                             pending.moves, scene)
         return outcomes  # type: ignore[return-value]
 
     def _finish(
@@ -255,9 +276,3 @@ class Game:
             item.item_id, valid, verdicts, item.answer, old.text, new.text if new is not None else None,
             reward, moves, scene, error, bool(changed), bool(dropped),
         )
-
-
-def _describe(violation: LayoutViolation | None, item: Item) -> str:
-    if violation is None:  # valid_batch and first_violation disagree only at float ties
-        return "layout rejected"
-    return violation.reason([o.describe() for o in item.scene.objects])

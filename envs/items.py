@@ -87,6 +87,7 @@ class ItemPool:
         self.attributes = np.zeros((count, MAX_OBJECTS, len(ATTRIBUTES)), dtype=np.int64)
         self.question_tokens = np.zeros((count, question_length), dtype=np.int64)
         self.margin_axes = np.zeros((count, 2, 2))
+        self.descriptions = [[o.describe() for o in it.scene.objects] for it in items]
         for i, item in enumerate(items):
             n = len(item.scene)
             coords = item.scene.coords()

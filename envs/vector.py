@@ -62,6 +62,7 @@ class AdversarialVectorEnv(VectorEnv):
         self._cursor = 0
         self._indices = np.zeros(num_envs, dtype=np.int64)
         self._heads = np.tile(np.arange(MAX_OBJECTS), (num_envs, 1))
+        self._obs: dict[str, np.ndarray] = {}
 
     @property
     def pool(self) -> ItemPool:
@@ -75,7 +76,8 @@ class AdversarialVectorEnv(VectorEnv):
             self._indices = (self._cursor + np.arange(self.num_envs)) % count
             self._cursor = int((self._cursor + self.num_envs) % count)
         self._heads = self._rng.permuted(np.tile(np.arange(MAX_OBJECTS), (self.num_envs, 1)), axis=1)
-        return encode(self.pool, self._indices, self._heads)
+        self._obs = encode(self.pool, self._indices, self._heads)
+        return self._obs
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         if seed is not None:
@@ -89,21 +91,25 @@ class AdversarialVectorEnv(VectorEnv):
         return self.game.play(self._indices, self._heads, np.asarray(actions, dtype=np.int64))
 
     def step(self, actions: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, dict]:
-        final_obs = encode(self.pool, self._indices, self._heads)
+        final_obs = self._obs
         outcomes = self.play(actions)
-        rewards = np.array([o.reward for o in outcomes], dtype=np.float64)
+        table = np.array([(o.reward, o.valid, o.changed, o.dropped) for o in outcomes], dtype=np.float64)
+        outcome_array = np.empty(len(outcomes), dtype=object)
+        outcome_array[:] = outcomes
         done = np.ones(self.num_envs, dtype=bool)
+        finished = self._indices.copy()
         obs = self._start_episodes()
         infos = {
             "final_obs": final_obs,
             "final_info": {
-                "outcome": np.array(outcomes, dtype=object),
-                "valid": np.array([o.valid for o in outcomes]),
-                "changed": np.array([o.changed for o in outcomes]),
-                "dropped": np.array([o.dropped for o in outcomes]),
+                "outcome": outcome_array,
+                "valid": table[:, 1] > 0,
+                "changed": table[:, 2] > 0,
+                "dropped": table[:, 3] > 0,
+                "item_index": finished,
             },
-            "item_index": self._indices.copy(),
         }
+        rewards = table[:, 0]
         return obs, rewards, done, np.zeros(self.num_envs, dtype=bool), infos
 
     def close_extras(self, **kwargs: Any) -> None:

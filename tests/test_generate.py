@@ -14,6 +14,7 @@ from clevr_game.layout import (
     MIN_GAP,
     MIN_MARGIN,
     first_violation,
+    judge_batch,
     sample_layout,
     valid_batch,
 )
@@ -107,3 +108,26 @@ def test_valid_batch_agrees_with_first_violation():
 def test_bad_object_counts_are_rejected():
     with pytest.raises(InputError, match="min-objects"):
         list(generate_scenes(1, seed=0, min_objects=5, max_objects=4))
+
+
+def test_judge_batch_names_the_same_first_violation():
+    rng = np.random.default_rng(9)
+    xy = rng.uniform(-3.3, 3.3, (800, 5, 2))
+    radii = rng.choice([0.35, 0.7], (800, 5))
+    present = np.ones((800, 5), bool)
+    present[::3, 4] = False
+    verdict = judge_batch(xy, radii, present)
+    for row in range(800):
+        n = int(present[row].sum())
+        assert verdict.violation(row) == first_violation(xy[row, :n], radii[row, :n])
+
+
+def test_batch_reasons_read_as_the_single_ones():
+    rng = np.random.default_rng(10)
+    xy = rng.uniform(-3.3, 3.3, (300, 4, 2))
+    radii = rng.choice([0.35, 0.7], (300, 4))
+    verdict = judge_batch(xy, radii, np.ones((300, 4), bool))
+    names = ["a", "b", "c", "d"]
+    for row in range(300):
+        single = first_violation(xy[row], radii[row])
+        assert verdict.reason(row, names) == (single.reason(names) if single else "")
