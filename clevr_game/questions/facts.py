@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 
+import numpy as np
+
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene
 from clevr_game.vocab import ATTRIBUTES, RELATIONS, Vocabulary
@@ -28,6 +30,8 @@ class KeyTable:
     """For each key, the keys with exactly one of its values removed."""
     within: dict[int, tuple[int, ...]]
     """Bitset of allowed attribute positions -> keys that set values only there."""
+    strides: tuple[int, ...]
+    """Key index = sum over attributes of (value position + 1, or 0 for None) x stride."""
 
 
 @lru_cache(maxsize=8)
@@ -44,7 +48,11 @@ def key_table(vocabulary: Vocabulary) -> KeyTable:
         allowed: tuple(i for i, p in enumerate(positions) if p & ~allowed == 0)
         for allowed in range(1 << len(ATTRIBUTES))
     }
-    return KeyTable(keys, index, drop_one, within)
+    strides = tuple(
+        int(np.prod([len(options[j]) for j in range(i + 1, len(options))], dtype=np.int64))
+        for i in range(len(options))
+    )
+    return KeyTable(keys, index, drop_one, within, strides)
 
 
 def popcount_is_one(mask: int) -> bool:
@@ -86,6 +94,21 @@ class GenerationFacts:
             choices = [self.all, *self.value_masks[attribute].values()]
             masks = [m & c for m in masks for c in choices]
         self.key_masks: list[int] = masks
+        # Each object's own keys: its values kept at some attribute positions, as (positions, key index).
+        # Key indices are mixed-radix numbers (digit 0 = None), the order of `product` in key_table.
+        digits = [
+            [vocabulary.values(a).index(v) + 1 for a, v in zip(ATTRIBUTES, values, strict=True)]
+            for values in self.values
+        ]
+        strides = self.table.strides
+        self.object_keys: list[list[tuple[int, int]]] = []
+        for own in digits:
+            parts = [d * stride for d, stride in zip(own, strides, strict=True)]
+            keys = [0] * (1 << len(ATTRIBUTES))
+            for positions in range(1, len(keys)):
+                low = positions & -positions
+                keys[positions] = keys[positions ^ low] + parts[low.bit_length() - 1]
+            self.object_keys.append(list(enumerate(keys)))
         self._options: dict[tuple[int, int, bool, bool], list[tuple[int, int]]] = {}
 
     def filter_options(self, within: int, allowed: int, unique: bool, allow_null: bool) -> list[tuple[int, int]]:
@@ -99,19 +122,47 @@ class GenerationFacts:
         """
         memo_key = (within, allowed, unique, allow_null)
         cached = self._options.get(memo_key)
-        if cached is not None:
-            return cached
+        if cached is None:
+            if unique:
+                cached = self._unique_options(within, allowed, allow_null)
+            else:
+                cached = self._all_options(within, allowed, allow_null)
+            self._options[memo_key] = cached
+        return cached
+
+    def _unique_options(self, within: int, allowed: int, allow_null: bool) -> list[tuple[int, int]]:
+        # A key that matches exactly one object is among that object's own 16 masked keys,
+        # so only those are tried (each is found once: from its single match).
         key_masks = self.key_masks
         drop_one = self.table.drop_one
         options = []
+        remaining = within
+        while remaining:
+            low = remaining & -remaining
+            remaining ^= low
+            for positions, k in self.object_keys[low.bit_length() - 1]:
+                if positions & ~allowed or (k == 0 and not allow_null):
+                    continue
+                if within & key_masks[k] != low:
+                    continue
+                for d in drop_one[k]:
+                    if within & key_masks[d] == low:
+                        break
+                else:
+                    options.append((k, low))
+        options.sort()
+        return options
+
+    def _all_options(self, within: int, allowed: int, allow_null: bool) -> list[tuple[int, int]]:
+        matched = [within & m for m in self.key_masks]
+        drop_one = self.table.drop_one
+        options = []
         for k in self.table.within[allowed]:
-            matched = within & key_masks[k]
-            if unique and (matched == 0 or matched & (matched - 1)):
-                continue
-            if k == 0 and not allow_null:
-                continue
-            if any(within & key_masks[d] == matched for d in drop_one[k]):
-                continue
-            options.append((k, matched))
-        self._options[memo_key] = options
+            here = matched[k]
+            for d in drop_one[k]:
+                if matched[d] == here:
+                    break
+            else:
+                if k or allow_null:
+                    options.append((k, here))
         return options

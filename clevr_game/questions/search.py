@@ -186,7 +186,9 @@ class Search:
             if output is INVALID or not self._keeps_constraints(step, output, selections):
                 return None
             return self._descend(i + 1, outputs + [output], selections + [output], values)
-        options = [o for o in self._options(step, outputs) if self._keeps_constraints(step, o[3], selections)]
+        options = self._options(step, outputs)
+        if step.out_neq:
+            options = [o for o in options if self._keeps_constraints(step, o[3], selections)]
         if not options:
             return None
         if i == self.plan.last_choice:
