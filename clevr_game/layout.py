@@ -9,8 +9,8 @@ relation between two objects is ambiguous.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
