@@ -22,8 +22,8 @@ from clevr_game.asp.clingo_io import (
     parse_program,
     run_clingo,
 )
+from clevr_game.asp.literals import choice_literals, literal_of
 from clevr_game.asp.parsing import VIOLATED, labelled_violations
-from clevr_game.asp.regions import NUM_REGIONS
 from clevr_game.errors import InputError
 from clevr_game.vocab import ATTRIBUTES
 
@@ -48,41 +48,13 @@ class ConstraintChecker:
         run_clingo(environment.name, log, lambda: add_statements(control, (*background, *env, *extra)))
         run_clingo(environment.name, log, lambda: control.ground([("base", [])]))
         self.control = control
-        self.attribute_literals = self._attribute_literals()
-        self.region_literals = self._literals(
-            lambda i, r: clingo.Function("at", [clingo.Number(i), clingo.Number(r)]), NUM_REGIONS
+        self.attribute_literals, self.region_literals = choice_literals(
+            control, self.n, environment.vocabulary, environment.name
         )
         self.spatial_literals = (
-            {
-                rel: self._pair_literals(rel)
-                for rel in SPATIAL_PREDICATES
-            }
-            if environment.uses_spatial
-            else None
+            {rel: self._pair_literals(rel) for rel in SPATIAL_PREDICATES} if environment.uses_spatial else None
         )
         self._violations: list[int] = []
-
-    def _literal(self, symbol: clingo.Symbol) -> int:
-        atom = self.control.symbolic_atoms[symbol]
-        if atom is None:
-            raise InputError(f"{self.environment.name}: the grounding lacks {symbol}")
-        return atom.literal
-
-    def _literals(self, make, count: int) -> np.ndarray:  # noqa: ANN001 - local factory
-        return np.array([[self._literal(make(i, k)) for k in range(count)] for i in range(self.n)], dtype=np.int64)
-
-    def _attribute_literals(self) -> np.ndarray:
-        vocabulary = self.environment.vocabulary
-        width = max(len(vocabulary.values(a)) for a in ATTRIBUTES)
-        table = np.zeros((self.n, len(ATTRIBUTES), width), dtype=np.int64)
-        for i in range(self.n):
-            for a, attribute in enumerate(ATTRIBUTES):
-                for v, value in enumerate(vocabulary.values(attribute)):
-                    symbol = clingo.Function(
-                        "hasProperty", [clingo.Number(i), clingo.Function(attribute), clingo.Function(value)]
-                    )
-                    table[i, a, v] = self._literal(symbol)
-        return table
 
     def _pair_literals(self, relation: str) -> np.ndarray:
         # table[a, b] is the literal of relation(a, b): "a is <relation> of b"; 0 on the diagonal.
@@ -90,7 +62,8 @@ class ConstraintChecker:
         for a in range(self.n):
             for b in range(self.n):
                 if a != b:
-                    table[a, b] = self._literal(clingo.Function(relation, [clingo.Number(a), clingo.Number(b)]))
+                    symbol = clingo.Function(relation, [clingo.Number(a), clingo.Number(b)])
+                    table[a, b] = literal_of(self.control, symbol, self.environment.name)
         return table
 
     def assumptions(

@@ -59,7 +59,7 @@ def _walk(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
                 yield from _walk(item)
 
 
-def _atoms(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
+def atoms_below(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
     """Function nodes used as atoms (predicate name and arguments) below `node`."""
     for sub in _walk(node):
         if sub.ast_type == clingo_ast.ASTType.SymbolicAtom and sub.symbol.ast_type == clingo_ast.ASTType.Function:
@@ -83,7 +83,7 @@ def _constant(term: clingo_ast.AST) -> clingo.Symbol | None:
     return None
 
 
-def _check_arguments(atom: clingo_ast.AST, vocabulary: Vocabulary, where: str) -> None:
+def check_atom_arguments(atom: clingo_ast.AST, vocabulary: Vocabulary, where: str) -> None:
     """Constants given for attributes, values and regions must exist in the model."""
     args = atom.arguments
     name = atom.name
@@ -152,8 +152,8 @@ def parse_environment(text: str, name: str, vocabulary: Vocabulary = CLEVR_POC) 
             raise InputError(f"{where}: unsupported '#program {statement.name}' (only the base program is read)")
         if statement.ast_type != clingo_ast.ASTType.Rule:
             continue
-        for atom in _atoms(statement):
-            _check_arguments(atom, vocabulary, where)
+        for atom in atoms_below(statement):
+            check_atom_arguments(atom, vocabulary, where)
         if is_integrity_constraint(statement):
             constraints.append(constraint_of(statement, lines, name))
         else:
@@ -167,7 +167,7 @@ def parse_environment(text: str, name: str, vocabulary: Vocabulary = CLEVR_POC) 
             defined.add(signature)
             helper_rules += signature != ("object", 1)
         for literal in statement.body:
-            used.extend((atom, line) for atom in _atoms(literal))
+            used.extend((atom, line) for atom in atoms_below(literal))
     uses_spatial = False
     for atom, line in used:
         signature = (atom.name, len(atom.arguments))
