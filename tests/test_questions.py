@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,8 +26,10 @@ from clevr_game.questions import (
 )
 from clevr_game.questions.balance import RATIO
 from clevr_game.questions.text import realise, tidy
-from clevr_game.scene import Scene, SceneObject, load_scenes
-from clevr_game.vocab import CLEVR
+from clevr_game.scene import Scene, SceneObject, load_scenes, parse_scene
+from clevr_game.vocab import CLEVR, CLEVR_POC
+
+REPO = Path(__file__).resolve().parents[1]
 
 FAMILIES = {
     "zero_hop", "one_hop", "two_hop", "three_hop", "single_and", "single_or",
@@ -140,6 +145,57 @@ def test_same_seed_same_questions_and_other_seed_others(scenes: list[Scene]) -> 
     assert run(42) != run(43)
 
 
+def test_questions_do_not_depend_on_the_hash_seed(clevr_real: Path) -> None:
+    """Same seed and scenes give the same questions in another process, whatever PYTHONHASHSEED is."""
+    script = (
+        "import json, sys\n"
+        "from clevr_game.questions import QuestionGenerator\n"
+        "from clevr_game.scene import load_scenes\n"
+        "generator = QuestionGenerator(seed=7)\n"
+        "print(json.dumps([generator.generate(s, 4) for s in load_scenes(sys.argv[1])[:8]]))\n"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script, str(clevr_real / "CLEVR_val_scenes_sample11.json")],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(REPO)},
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout
+        for hash_seed in ("1", "2")
+    ]
+    assert len(json.loads(runs[0])) == 8
+    assert runs[0] == runs[1]
+
+
+def test_tiny_scenes_give_distinct_sound_questions() -> None:
+    lonely = Scene([SceneObject("small", "red", "rubber", "cube", (0.0, 0.0, 0.35))], image_index=0)
+    generator = QuestionGenerator(seed=0)
+    for scene in (Scene([], image_index=1), lonely):
+        instances = generator.generate_instances(scene, 10)
+        assert instances  # "how many things", "is there a thing", ... still make sense
+        assert len({q.program for q in instances}) == len(instances)
+        for instance in instances:
+            assert_sound(scene, instance)
+
+
+def test_clevr_poc_vocabulary_adds_cones_and_medium_sizes(scenes: list[Scene]) -> None:
+    poc_scenes = []
+    for scene in scenes[:40]:
+        data = scene.to_json()
+        for i, obj in enumerate(data["objects"]):
+            obj["shape"] = "cone" if i % 3 == 0 else obj["shape"]
+            obj["size"] = "medium" if i % 4 == 1 else obj["size"]
+        poc_scenes.append(parse_scene({**data, "vocabulary": "clevr-poc"}))
+    generator = QuestionGenerator(vocabulary=CLEVR_POC, seed=0)
+    answers = Counter()
+    for scene in poc_scenes:
+        facts = GenerationFacts(scene, CLEVR_POC)
+        for q in generator.generate_instances(scene, 8):
+            assert reference_execute(q.program, scene.to_json()) == q.answer
+            assert check_instance(q.template, facts, q.values) == q.answer
+            answers[q.answer] += 1
+    assert answers["cone"] > 0 and answers["medium"] > 0
+
+
 def test_scene_outside_the_vocabulary_is_an_input_error() -> None:
     cone = SceneObject("small", "red", "rubber", "cone", (0.0, 0.0, 0.35))
     with pytest.raises(InputError, match="object 0 has shape 'cone'"):
@@ -184,6 +240,57 @@ def test_checker_rejects_a_redundant_value_and_a_non_unique_reference(scenes: li
     shared = next(c for c, n in colors.items() if n > 1)
     with pytest.raises(Rejected, match="fails"):
         check_instance(template, facts, dict(zip(names, (None, shared, None, None), strict=True)))
+
+
+NEQ_TEMPLATE = {
+    "text": ["Are there as many <C> things as <C2> things?"],
+    "nodes": [{"type": "scene", "inputs": []},
+              {"type": "filter_count", "inputs": [0], "side_inputs": ["<Z>", "<C>", "<M>", "<S>"]},
+              {"type": "scene", "inputs": []},
+              {"type": "filter_count", "inputs": [2], "side_inputs": ["<Z2>", "<C2>", "<M2>", "<S2>"]},
+              {"type": "equal_integer", "inputs": [1, 3]}],
+    "params": [{"type": t, "name": f"<{n}{i}>"} for i in ("", "2")
+               for t, n in (("Size", "Z"), ("Color", "C"), ("Material", "M"), ("Shape", "S"))],
+    "constraints": [{"type": "NEQ", "params": ["<C>", "<C2>"]}, {"type": "NULL", "params": ["<S>"]},
+                    {"type": "OUT_NEQ", "params": [1, 3]}],
+}
+
+
+def test_constraints_null_neq_out_neq_are_enforced(tmp_path: Path, scenes: list[Scene]) -> None:
+    path = tmp_path / "neq.json"
+    path.write_text(json.dumps([NEQ_TEMPLATE]))
+    template = load_templates(path)[0]
+    scene = scenes[1]
+    facts = GenerationFacts(scene, CLEVR)
+    colors = sorted({o.color for o in scene.objects})
+    base = dict.fromkeys(template.params)
+    check_instance(template, facts, {**base, "<C>": colors[0], "<C2>": colors[1]})
+    with pytest.raises(Rejected, match="NEQ"):
+        check_instance(template, facts, {**base, "<C>": colors[0], "<C2>": colors[0], "<M2>": "metal"})
+    with pytest.raises(Rejected, match="NULL"):
+        check_instance(template, facts, {**base, "<C>": colors[0], "<S>": "cube", "<C2>": colors[1]})
+    size = scene.objects[0].size  # both sides "the <size> things": the same set, so OUT_NEQ refuses
+    with pytest.raises(Rejected, match="OUT_NEQ"):
+        check_instance(template, facts, {**base, "<Z>": size, "<Z2>": size})
+    generator = QuestionGenerator([template], seed=0)
+    instances = [q for s in scenes[:40] for q in generator.generate_instances(s, 3)]
+    assert len(instances) > 40
+    for instance in instances:
+        assert instance.values["<S>"] is None
+        assert instance.values["<C>"] is None or instance.values["<C>"] != instance.values["<C2>"]
+
+
+def test_checker_rejects_empty_or_unknown_values_of_primitive_side_inputs(
+    clevr_templates_dir: Path, scenes: list[Scene]
+) -> None:
+    facts = GenerationFacts(scenes[0], CLEVR)
+    single_or = load_templates(clevr_templates_dir / "single_or.json")
+    with_filter_size = single_or[1]  # union, then a template filter_size <Z3>
+    values = dict.fromkeys(with_filter_size.params)
+    with pytest.raises(Rejected, match="<Z3> of filter_size is empty"):
+        check_instance(with_filter_size, facts, values)
+    with pytest.raises(Rejected, match="not a size"):
+        check_instance(with_filter_size, facts, {**values, "<Z3>": "huge"})
 
 
 def test_expansion_reproduces_real_clevr_programs(clevr_real: Path, clevr_templates_dir: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from clevr_game.questions.facts import GenerationFacts
 from clevr_game.questions.templates import COMPOSITES, Template
-from clevr_game.vocab import ATTRIBUTES
+from clevr_game.vocab import ATTRIBUTES, RELATIONS
 
 
 class _Invalid:
@@ -181,9 +181,17 @@ def is_degenerate(
 
 def check_instance(template: Template, facts: GenerationFacts, values: Mapping[str, str | None]) -> str:
     """The answer of a complete assignment; Rejected (with the broken rule) when it is not a valid question."""
-    for name in template.params:
+    for name, kind in template.params.items():
         if name not in values:
-            raise Rejected(f"param {name} has no value")
+            raise Rejected(f"param {name} is missing")
+        allowed = RELATIONS if kind == "relation" else facts.vocabulary.values(kind)
+        if values[name] is not None and values[name] not in allowed:
+            raise Rejected(f"param {name}: {values[name]!r} is not a {kind}")
+    for node in template.nodes:
+        if node.function not in COMPOSITES:
+            for name in node.value_inputs:  # relate and template filter_<attr> nodes need a value
+                if values[name] is None:
+                    raise Rejected(f"param {name} of {node.function} is empty")
     for constraint in template.constraints:
         if constraint.kind == "NULL" and values[constraint.params[0]] is not None:
             raise Rejected(f"NULL: {constraint.params[0]} has a value")

@@ -87,7 +87,7 @@ class QuestionGenerator:
         """Like `generate`, keeping the template and param values of each question."""
         facts = GenerationFacts(scene, self.vocabulary)
         found: list[Instance] = []
-        seen: set[tuple[int, tuple[Any, ...]]] = set()
+        seen: set[Program] = set()
         active = list(range(len(self.templates)))
         while len(found) < num_questions and active:
             tie_break = self.rng.random(len(active))
@@ -106,27 +106,29 @@ class QuestionGenerator:
         return found
 
     def _try_template(
-        self, position: int, facts: GenerationFacts, scene: Scene, seen: set[tuple[int, tuple[Any, ...]]]
+        self, position: int, facts: GenerationFacts, scene: Scene, seen: set[Program]
     ) -> Instance | None:
         plan = self.plans[position]
         accept = (lambda answer: self.balancer.accepts(position, answer)) if self.balance else None
         result = Search(plan, facts, self.rng, accept, self.search_budget).run()
         if result is None:
             return None
-        identity = (position, tuple(result.values[name] for name in plan.template.params))
-        if identity in seen:
+        template = plan.template
+        program = expand_program(template, result.values)
+        # Two templates can expand to one program ("how many other things..." with and
+        # without an empty description): a scene never gets the same program twice.
+        if program in seen:
             return None
-        seen.add(identity)
+        seen.add(program)
         self.template_counts[position] += 1
         self.balancer.record(position, result.answer)
-        template = plan.template
         text = template.texts[int(self.rng.integers(len(template.texts)))]
         drop_other = not anchor_fits_other_description(plan, result.values, result.outputs, facts)
         return Instance(
             template=template,
             values=result.values,
             answer=result.answer,
-            program=expand_program(template, result.values),
+            program=program,
             text=realise(text, template.params, result.values, self.synonyms, self.rng, drop_other),
             image_index=scene.image_index,
             image_filename=scene.image_filename,
