@@ -20,7 +20,7 @@ from clevr_game.errors import InputError
 from clevr_game.programs import Program
 from clevr_game.scene import Scene
 from clevr_game.text import WordVocabulary, default_word_vocabulary
-from clevr_game.vocab import ATTRIBUTES
+from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
 
 MAX_OBJECTS = 10
 QUESTION_LENGTH = 48
@@ -87,6 +87,7 @@ class ItemPool:
         self.attributes = np.zeros((count, MAX_OBJECTS, len(ATTRIBUTES)), dtype=np.int64)
         self.question_tokens = np.zeros((count, question_length), dtype=np.int64)
         self.margin_axes = np.zeros((count, 2, 2))
+        self.view_axes = np.zeros((count, 2, 2))  # the camera's right and behind: what the adversary sees
         self.descriptions = [[o.describe() for o in it.scene.objects] for it in items]
         for i, item in enumerate(items):
             n = len(item.scene)
@@ -94,10 +95,13 @@ class ItemPool:
             self.xy[i, :n] = coords[:, :2]
             self.z[i, :n] = coords[:, 2]
             self.radii[i, :n] = item.scene.radii()
-            self.attributes[i, :n] = item.scene.attribute_ids()
+            # CLEVR-POC ids: its value lists extend CLEVR's, so one id means one value everywhere.
+            self.attributes[i, :n] = [[CLEVR_POC.index(a, o.attribute(a)) for a in ATTRIBUTES]
+                                      for o in item.scene.objects]
             self.question_tokens[i] = self.words.encode(item.question, question_length)
             d = item.scene.directions
             self.margin_axes[i] = [d["left"][:2], d["front"][:2]]
+            self.view_axes[i] = [d["right"][:2], d["behind"][:2]]
 
     def __len__(self) -> int:
         return len(self.items)

@@ -1,7 +1,9 @@
 """What the adversary sees: object tokens in head order and question tokens.
 
-objects: (10, 7) float32 per head slot = x / 3, y / 3, present, size, colour,
-material, shape ids (ids of the scene's vocabulary; 0 for an empty slot).
+objects: (10, 7) float32 per head slot = the object's position along the camera's
+right and behind directions / 3 (so left/right and front/behind are one coordinate
+each, as CLEVR defines them), present, then size, colour, material, shape ids in
+the CLEVR-POC vocabulary (whose value lists extend CLEVR's); zeros for an empty slot.
 question: (48,) float32 word ids of `clevr_game.text` (0 pads, 1 is unknown).
 """
 
@@ -19,8 +21,10 @@ OBJECT_FEATURES = 3 + len(ATTRIBUTES)
 
 def observation_space(pool: ItemPool) -> spaces.Dict:
     high_ids = [len(CLEVR_POC.values(a)) - 1 for a in ATTRIBUTES]
-    low = np.tile(np.array([-1.0, -1.0, 0.0] + [0.0] * len(ATTRIBUTES), dtype=np.float32), (MAX_OBJECTS, 1))
-    high = np.tile(np.array([1.0, 1.0, 1.0] + high_ids, dtype=np.float32), (MAX_OBJECTS, 1))
+    # The board is a square in world axes; rotated into the camera frame its corners reach sqrt(2).
+    reach = float(np.sqrt(2.0))
+    low = np.tile(np.array([-reach, -reach, 0.0] + [0.0] * len(ATTRIBUTES), dtype=np.float32), (MAX_OBJECTS, 1))
+    high = np.tile(np.array([reach, reach, 1.0] + high_ids, dtype=np.float32), (MAX_OBJECTS, 1))
     return spaces.Dict({
         "objects": spaces.Box(low, high, dtype=np.float32),
         "question": spaces.Box(0.0, float(len(pool.words) - 1), (pool.question_tokens.shape[1],), dtype=np.float32),
@@ -32,8 +36,9 @@ def encode(pool: ItemPool, indices: np.ndarray, heads: np.ndarray) -> dict[str, 
     rows = np.arange(len(indices))[:, None]
     objects = np.empty((len(indices), MAX_OBJECTS, OBJECT_FEATURES), dtype=np.float32)
     slot_xy = pool.xy[indices][rows, heads]
+    view = np.matmul(slot_xy, pool.view_axes[indices].transpose(0, 2, 1)) / BOUND
     present = pool.present[indices][rows, heads]
-    objects[..., 0:2] = np.where(present[..., None], slot_xy / BOUND, 0.0)
+    objects[..., 0:2] = np.where(present[..., None], view, 0.0)
     objects[..., 2] = present
     objects[..., 3:] = np.where(present[..., None], pool.attributes[indices][rows, heads], 0)
     return {"objects": objects, "question": pool.question_tokens[indices].astype(np.float32)}

@@ -206,7 +206,9 @@ def test_observation_follows_the_head_assignment(real_pool):
     for slot, obj in enumerate(heads):
         if obj < len(scene):
             assert obs["objects"][slot, 2] == 1.0
-            assert obs["objects"][slot, 0] == pytest.approx(scene.objects[obj].coords[0] / BOUND, abs=1e-6)
+            right = np.array(scene.directions["right"][:2])
+            expected = np.array(scene.objects[obj].coords[:2]) @ right / BOUND
+            assert obs["objects"][slot, 0] == pytest.approx(expected, abs=1e-6)
         else:
             assert not obs["objects"][slot].any()
     assert obs["question"][0] > 0
