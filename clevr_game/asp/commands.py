@@ -1,0 +1,108 @@
+"""The `clevr-game poc ...` sub-commands; each handler imports what it needs when it runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from clevr_game.errors import InputError
+
+
+def _cmd_environment(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from clevr_game.asp.envgen import environment_text, generate_environment
+    from clevr_game.asp.environment import Environment
+
+    out = Path(args.out)
+    specs = generate_environment(np.random.default_rng(args.seed), args.objects, max_constraints=args.max_constraints)
+    text = environment_text(specs, args.objects, f"CLEVR-POC environment: seed {args.seed}, {args.objects} objects")
+    Environment.from_text(text, str(out))  # parse back and prove satisfiable before writing
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    english = out.with_suffix(".txt")
+    english.write_text("".join(f"{s.sentence()}\n" for s in specs), encoding="utf-8")
+    print(f"wrote {out} and {english} ({len(specs)} constraints)")
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from clevr_game.asp.dataset import generate_poc_dataset
+
+    path = generate_poc_dataset(
+        args.out, args.environments, args.items, args.seed,
+        min_objects=args.min_objects, max_objects=args.max_objects,
+    )
+    print(f"wrote {args.out}/environments and {path}")
+    return 0
+
+
+def _load_one_scene(path: str):  # noqa: ANN202 - a Scene
+    from clevr_game.scene import load_scenes
+    from clevr_game.vocab import CLEVR_POC
+
+    scenes = load_scenes(path, vocabulary=CLEVR_POC)
+    if len(scenes) != 1:
+        raise InputError(f"{path}: expected one scene, found {len(scenes)}")
+    return scenes[0]
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from clevr_game.asp.environment import Environment
+    from clevr_game.asp.solve import brave_answers
+
+    environment = Environment.load(args.environment)
+    scene = _load_one_scene(args.scene)
+    try:
+        question = Path(args.question).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{args.question}: no such file") from None
+    for value in brave_answers(environment, scene, question, scene_name=args.scene, question_name=args.question):
+        print(value)
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from clevr_game.asp.environment import Environment
+
+    environment = Environment.load(args.environment)
+    result = environment.check(_load_one_scene(args.scene))
+    if result.ok:
+        print("satisfied")
+        return 0
+    for sentence in result.failed:
+        print(f"violated: {sentence}")
+    return 1
+
+
+def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `poc` with its sub-commands environment, generate, solve and check."""
+    poc = subparsers.add_parser("poc", help="CLEVR-POC: constraint environments, hidden-object questions (clingo)")
+    sub = poc.add_subparsers(dest="poc_command", required=True)
+
+    p = sub.add_parser("environment", help="one random satisfiable environment (.lp plus English .txt)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--objects", type=int, required=True, help="number of objects, 5..9")
+    p.add_argument("--max-constraints", type=int, default=15)
+    p.add_argument("--out", required=True, help="ENV.lp (the English sentences go to ENV.txt)")
+    p.set_defaults(handler=_cmd_environment)
+
+    p = sub.add_parser("generate", help="environments and hidden-object items (items.json)")
+    p.add_argument("--environments", type=int, default=5)
+    p.add_argument("--items", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-objects", type=int, default=5)
+    p.add_argument("--max-objects", type=int, default=9)
+    p.add_argument("--out", required=True)
+    p.set_defaults(handler=_cmd_generate)
+
+    p = sub.add_parser("solve", help="the answer set of a question about a partial scene, one value per line")
+    p.add_argument("--environment", required=True, help="ENV.lp")
+    p.add_argument("--scene", required=True, help="partial CLEVR scene JSON whose objects carry `region`")
+    p.add_argument("--question", required=True, help="Q.lp with a rule whose head is query(Q) or missing(Q)")
+    p.set_defaults(handler=_cmd_solve)
+
+    p = sub.add_parser("check", help="does a complete scene satisfy an environment? (exit 1 when not)")
+    p.add_argument("--environment", required=True, help="ENV.lp")
+    p.add_argument("--scene", required=True, help="complete CLEVR scene JSON (regions from coordinates)")
+    p.set_defaults(handler=_cmd_check)

@@ -1,0 +1,155 @@
+"""CLEVR-POC datasets: environments (`.lp` + English) and `items.json`, seeded and byte-identical on rerun.
+
+Query attributes follow fixed quotas (default 40% colour, 40% shape, 10% size,
+10% material); within an attribute no answer set may take much more than its
+share, so answers are spread rather than dominated by one frequent set.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from clevr_game.asp.envgen import MAX_OBJECTS, MIN_OBJECTS, environment_text, generate_environment
+from clevr_game.asp.environment import Environment
+from clevr_game.asp.questions import make_question, partial_scene
+from clevr_game.asp.sampling import SceneSampler
+from clevr_game.asp.solve import brave_answers
+from clevr_game.errors import ClevrGameError, InputError
+from clevr_game.programs import program_to_json
+from clevr_game.scene import write_json_atomic
+from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
+
+DEFAULT_QUERY_WEIGHTS: dict[str, float] = {"color": 0.4, "shape": 0.4, "size": 0.1, "material": 0.1}
+MAX_ANSWER_KINDS = 8  # answer sets per attribute that share its quota evenly
+HIDDEN_TRIES_PER_SCENE = 3
+RELAX_EVERY = 40  # rejected draws after which an answer set may appear once more
+MAX_DRAWS_PER_ITEM = 3000
+
+
+def attribute_quotas(total: int, weights: dict[str, float]) -> dict[str, int]:
+    """Split `total` items by `weights` (largest remainder; ties in ATTRIBUTES order)."""
+    unknown = set(weights) - set(ATTRIBUTES)
+    if unknown or not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+        raise InputError(f"query weights {weights}: need non-negative weights over {', '.join(ATTRIBUTES)}")
+    norm = sum(weights.values())
+    exact = {a: total * weights.get(a, 0.0) / norm for a in ATTRIBUTES}
+    quotas = {a: math.floor(x) for a, x in exact.items()}
+    order = sorted(ATTRIBUTES, key=lambda a: (-(exact[a] - quotas[a]), ATTRIBUTES.index(a)))
+    for a in order[: total - sum(quotas.values())]:
+        quotas[a] += 1
+    return quotas
+
+
+@dataclass
+class _EnvironmentEntry:
+    ident: str
+    environment: Environment
+    sampler: SceneSampler
+
+
+def _write_environments(
+    out: Path, count: int, rng: np.random.Generator, samplers_seed: np.random.SeedSequence,
+    min_objects: int, max_objects: int,
+) -> list[_EnvironmentEntry]:
+    folder = out / "environments"
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for k, child in enumerate(samplers_seed.spawn(count)):
+        ident = f"env_{k:03d}"
+        n = int(rng.integers(min_objects, max_objects + 1))
+        specs = generate_environment(rng, n)
+        text = environment_text(specs, n, f"CLEVR-POC environment {ident}: {n} objects")
+        (folder / f"{ident}.lp").write_text(text, encoding="utf-8")
+        (folder / f"{ident}.txt").write_text("".join(f"{s.sentence()}\n" for s in specs), encoding="utf-8")
+        environment = Environment.from_text(text, f"environments/{ident}.lp")
+        entries.append(_EnvironmentEntry(ident, environment, SceneSampler(environment, np.random.default_rng(child))))
+    return entries
+
+
+def _item(
+    entries: list[_EnvironmentEntry], attribute: str, index: int, rng: np.random.Generator,
+    seen: Counter, cap: int,
+) -> dict:
+    domain = len(CLEVR_POC.values(attribute))
+    rejected = 0
+    for _ in range(MAX_DRAWS_PER_ITEM):
+        entry = entries[int(rng.integers(len(entries)))]
+        scene = entry.sampler.sample_scene(image_index=index)
+        for hidden in rng.permutation(len(scene))[:HIDDEN_TRIES_PER_SCENE].tolist():
+            question = make_question(scene, hidden, attribute, rng)
+            if question is None:
+                continue
+            partial = partial_scene(scene, hidden)
+            answer = brave_answers(entry.environment, partial, question.rule)
+            allowed = cap + rejected // RELAX_EVERY
+            if not 1 <= len(answer) < domain or seen[tuple(answer)] >= allowed:
+                rejected += 1
+                continue
+            seen[tuple(answer)] += 1
+            return {
+                "item_index": index,
+                "environment": entry.ident,
+                "scene": partial.to_json(),
+                "hidden_object": {**scene.objects[hidden].to_json(), "index": hidden},
+                "query_attribute": attribute,
+                "question": question.text,
+                "program": program_to_json(question.program),
+                "asp": question.rule,
+                "answer": answer,
+            }
+    raise ClevrGameError(f"item {index}: no {attribute} question found in {MAX_DRAWS_PER_ITEM} scenes")
+
+
+def generate_poc_dataset(
+    out_dir: str | os.PathLike[str],
+    num_environments: int,
+    num_items: int,
+    seed: int,
+    *,
+    min_objects: int = MIN_OBJECTS,
+    max_objects: int = MAX_OBJECTS,
+    query_weights: dict[str, float] | None = None,
+) -> Path:
+    """Write `out_dir/environments/env_XXX.{lp,txt}` and `out_dir/items.json`; returns the items path."""
+    if num_environments < 1 or num_items < 0:
+        raise InputError("--environments must be >= 1 and --items >= 0")
+    if not MIN_OBJECTS <= min_objects <= max_objects <= MAX_OBJECTS:
+        raise InputError(f"--min-objects / --max-objects: need {MIN_OBJECTS} <= min <= max <= {MAX_OBJECTS}")
+    weights = dict(query_weights or DEFAULT_QUERY_WEIGHTS)
+    quotas = attribute_quotas(num_items, weights)
+    out = Path(out_dir)
+    environments_seed, samplers_seed, items_seed = np.random.SeedSequence(seed).spawn(3)
+    entries = _write_environments(
+        out, num_environments, np.random.default_rng(environments_seed), samplers_seed, min_objects, max_objects
+    )
+    rng = np.random.default_rng(items_seed)
+    schedule = [a for a in ATTRIBUTES for _ in range(quotas[a])]
+    schedule = [schedule[k] for k in rng.permutation(len(schedule)).tolist()]
+    seen = {a: Counter() for a in ATTRIBUTES}
+    caps = {
+        a: max(1, math.ceil(quotas[a] / min(MAX_ANSWER_KINDS, 2 ** len(CLEVR_POC.values(a)) - 2)))
+        for a in ATTRIBUTES
+    }
+    items = [_item(entries, attribute, i, rng, seen[attribute], caps[attribute]) for i, attribute in enumerate(schedule)]
+    from clevr_game import __version__
+
+    info = {
+        "generator": f"clevr-game {__version__}", "vocabulary": CLEVR_POC.name, "seed": seed,
+        "query_weights": weights, "num_environments": num_environments, "num_items": num_items,
+    }
+    environments = [
+        {
+            "id": e.ident, "file": f"environments/{e.ident}.lp", "text": f"environments/{e.ident}.txt",
+            "num_objects": e.environment.num_objects, "constraints": e.environment.sentences,
+        }
+        for e in entries
+    ]
+    path = out / "items.json"
+    write_json_atomic(path, {"info": info, "environments": environments, "items": items})
+    return path
