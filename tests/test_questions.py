@@ -25,9 +25,10 @@ from clevr_game.questions import (
     load_templates,
 )
 from clevr_game.questions.balance import RATIO
+from clevr_game.questions.search import Search, make_plan
 from clevr_game.questions.text import realise, tidy
 from clevr_game.scene import Scene, SceneObject, load_scenes, parse_scene
-from clevr_game.vocab import CLEVR, CLEVR_POC
+from clevr_game.vocab import CLEVR, CLEVR_POC, RELATIONS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -225,6 +226,32 @@ def test_search_offers_exactly_the_filters_the_checker_accepts(scenes: list[Scen
             accepted.add(k)
         assert offered == accepted
         assert 0 < len(accepted) < len(facts.table.keys)
+
+
+def test_search_offers_exactly_the_relations_and_filters_the_checker_accepts(
+    clevr_templates_dir: Path, scenes: list[Scene]
+) -> None:
+    template = load_templates(clevr_templates_dir / "one_hop.json")[0]  # filter_unique, relate_filter_count
+    plan = make_plan(template)
+    anchor_names = template.nodes[1].value_inputs
+    relation_name, *names = template.nodes[2].value_inputs
+    for scene in scenes[:3]:
+        facts = GenerationFacts(scene, CLEVR)
+        search = Search(plan, facts, np.random.default_rng(0), None)
+        anchor_key, anchor_set = facts.filter_options(facts.all, 0b1111, True, True)[0]
+        offered = {(r, k) for r, k, _, _ in search.options(plan.steps[2], [facts.all, anchor_set.bit_length() - 1])}
+        anchor_values = dict(zip(anchor_names, facts.table.keys[anchor_key], strict=True))
+        accepted = set()
+        for relation in RELATIONS:
+            for k, key in enumerate(facts.table.keys):
+                values = {**anchor_values, relation_name: relation, **dict(zip(names, key, strict=True))}
+                try:
+                    check_instance(template, facts, values)
+                except Rejected:
+                    continue
+                accepted.add((relation, k))
+        assert offered == accepted
+        assert offered
 
 
 def test_checker_rejects_a_redundant_value_and_a_non_unique_reference(scenes: list[Scene]) -> None:

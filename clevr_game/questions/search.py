@@ -128,7 +128,8 @@ class Search:
 
     # ------------------------------------------------------------ options
 
-    def _options(self, step: Step, outputs: list[Any]) -> list[Option]:
+    def options(self, step: Step, outputs: list[Any]) -> list[Option]:
+        """Every valid choice of params at `step`, given the outputs of the nodes before it."""
         facts = self.facts
         source = outputs[step.inputs[0]]
         if step.kind == "filter":
@@ -186,7 +187,7 @@ class Search:
             if output is INVALID or not self._keeps_constraints(step, output, selections):
                 return None
             return self._descend(i + 1, outputs + [output], selections + [output], values)
-        options = self._options(step, outputs)
+        options = self.options(step, outputs)
         if step.out_neq:
             options = [o for o in options if self._keeps_constraints(step, o[3], selections)]
         if not options:
