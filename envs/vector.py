@@ -79,6 +79,29 @@ class AdversarialVectorEnv(VectorEnv):
         self._obs = encode(self.pool, self._indices, self._heads)
         return self._obs
 
+    @property
+    def current_items(self) -> np.ndarray:
+        """(N,) pool indices of the episodes now running."""
+        return self._indices
+
+    @property
+    def current_heads(self) -> np.ndarray:
+        """(N, 10) head -> object slot assignments of the episodes now running."""
+        return self._heads
+
+    def get_state(self) -> dict:
+        """Everything that decides the next episodes, for a checkpoint."""
+        return {"rng": self._rng.bit_generator.state, "cursor": self._cursor,
+                "indices": self._indices.copy(), "heads": self._heads.copy()}
+
+    def set_state(self, state: dict) -> None:
+        self._rng = np.random.default_rng()
+        self._rng.bit_generator.state = state["rng"]
+        self._cursor = int(state["cursor"])
+        self._indices = np.asarray(state["indices"], dtype=np.int64)
+        self._heads = np.asarray(state["heads"], dtype=np.int64)
+        self._obs = encode(self.pool, self._indices, self._heads)
+
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         if seed is not None:
             self._rng = np.random.default_rng(seed)

@@ -1,0 +1,178 @@
+"""The adversary's own A2C loop over the batched vector env: few Python calls per step, large batches.
+
+Episodes are one step long, so the return is the reward and A2C is a policy
+gradient with the critic as baseline. With a frozen relation network the
+features of every item come from a FeatureCache, and one update costs one small
+MLP forward/backward over the batch plus one batched env step.
+The loop checkpoints everything it needs (weights, optimiser, both random
+streams, the step) so a resumed run continues exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from agents.distribution import BatchedMultiCategorical
+from agents.features import FeatureCache
+from agents.policy import AdversaryHeads, value_head
+from envs.vector import AdversarialVectorEnv
+
+
+@dataclass
+class A2CConfig:
+    steps: int = 20_000
+    num_envs: int = 128
+    learning_rate: float = 1e-3
+    entropy_coef: float = 0.01
+    value_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    head_hidden: int = 128
+    checkpoint_every: int = 20  # updates
+    seed: int = 0
+
+
+@dataclass
+class History:
+    """Per update: env steps so far, mean reward, invalid share, changed share."""
+
+    steps: list[int] = field(default_factory=list)
+    reward: list[float] = field(default_factory=list)
+    invalid: list[float] = field(default_factory=list)
+    changed: list[float] = field(default_factory=list)
+
+
+class Adversary(nn.Module):
+    """Actor heads and critic over cached relational features."""
+
+    def __init__(self, global_dim: int, slot_dim: int, head_hidden: int = 128):
+        super().__init__()
+        self.heads = AdversaryHeads(global_dim, slot_dim, head_hidden)
+        self.value = value_head(self.heads.latent_dim_vf)
+
+    def forward(self, g: torch.Tensor, slots: torch.Tensor, present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.heads.logits(g, slots, present)
+        return logits, self.value(self.heads.critic_body(g)).squeeze(-1)
+
+
+def policy_actions(adversary: Adversary, cache: FeatureCache, deterministic: bool = False
+                   ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """An action source for agents.evaluation: the policy sampled (or its mode) per item and heads."""
+    dist = BatchedMultiCategorical()
+
+    def actions_for(indices: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            logits, _ = adversary(*cache.lookup(indices, heads))
+            dist.proba_distribution(logits.flatten(1))
+            return (dist.mode() if deterministic else dist.sample()).numpy()
+
+    return actions_for
+
+
+def _save_atomic(payload: dict, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+class A2CTrainer:
+    def __init__(self, env: AdversarialVectorEnv, cache: FeatureCache, config: A2CConfig,
+                 checkpoint: str | os.PathLike[str] | None = None,
+                 log: Callable[[int, dict], None] | None = None):
+        self.env, self.cache, self.config = env, cache, config
+        torch.manual_seed(config.seed)
+        self.adversary = Adversary(cache.globals.shape[1], cache.objects.shape[2], config.head_hidden)
+        self.optimizer = torch.optim.Adam(self.adversary.parameters(), lr=config.learning_rate)
+        self.dist = BatchedMultiCategorical()
+        self.history = History()
+        self.update = 0
+        self.checkpoint = Path(checkpoint) if checkpoint else None
+        self.log = log
+        self.env.reset(seed=config.seed)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        if self.checkpoint is not None and self.checkpoint.is_file():
+            self._restore()
+
+    @property
+    def total_updates(self) -> int:
+        return max(1, self.config.steps // self.config.num_envs)
+
+    def _state(self) -> dict:
+        return {
+            "config": asdict(self.config), "update": self.update,
+            "adversary": self.adversary.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "torch_rng": self.generator.get_state(), "env": self.env.get_state(),
+            "history": asdict(self.history),
+        }
+
+    def _restore(self) -> None:
+        state = torch.load(self.checkpoint, weights_only=False)
+        if state["config"] != asdict(self.config):
+            raise ValueError(f"{self.checkpoint}: written with another configuration; remove it or use the same options")
+        self.update = state["update"]
+        self.adversary.load_state_dict(state["adversary"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["torch_rng"])
+        self.env.set_state(state["env"])
+        self.history = History(**state["history"])
+
+    def save(self) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            _save_atomic(self._state(), self.checkpoint)
+
+    def _sample(self) -> torch.Tensor:
+        log_probs = self.dist.log_probs
+        uniform = torch.rand(log_probs.shape, generator=self.generator).clamp_(1e-10, 1.0 - 1e-7)
+        return (log_probs - torch.log(-torch.log(uniform))).argmax(-1)
+
+    def step(self) -> dict:
+        """One update: act on the whole batch, step the env once, one gradient step."""
+        env, cfg = self.env, self.config
+        g, slots, present = self.cache.lookup(env.current_items, env.current_heads)
+        logits, values = self.adversary(g, slots, present)
+        self.dist.proba_distribution(logits.flatten(1))
+        actions = self._sample()
+        _, rewards, _, _, infos = env.step(actions.numpy())
+        returns = torch.as_tensor(rewards, dtype=torch.float32)
+        advantage = returns - values.detach()
+        policy_loss = -(advantage * self.dist.log_prob(actions)).mean()
+        value_loss = (returns - values).pow(2).mean()
+        entropy = self.dist.entropy().mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.adversary.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        self.update += 1
+        final = infos["final_info"]
+        metrics = {
+            "reward": float(returns.mean()), "invalid": float(1.0 - final["valid"].mean()),
+            "changed": float(final["changed"].mean()), "entropy": float(entropy.detach()),
+            "value_loss": float(value_loss.detach()),
+        }
+        steps = self.update * cfg.num_envs
+        h = self.history
+        h.steps.append(steps)
+        h.reward.append(metrics["reward"])
+        h.invalid.append(metrics["invalid"])
+        h.changed.append(metrics["changed"])
+        if self.log is not None:
+            self.log(steps, metrics)
+        return metrics
+
+    def train(self, progress: Callable[[int], None] | None = None) -> History:
+        while self.update < self.total_updates:
+            self.step()
+            if progress is not None:
+                progress(self.config.num_envs)
+            if self.update % self.config.checkpoint_every == 0:
+                self.save()
+        self.save()
+        return self.history

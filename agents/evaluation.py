@@ -1,0 +1,103 @@
+"""Per-item results of an adversary on a mini-game: consistency, drop, best manipulation.
+
+An adversary gets `samples` moves per item (its policy sampled that many times);
+an item counts as changed when any valid move changed the player's answer, and as
+dropped when the player was right before and any valid move made it wrong. The
+random adversary is measured with the same number of samples on the same items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.game import Game, Outcome
+from envs.items import MAX_OBJECTS
+
+ActionSource = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""(B,) item indices and (B, 10) head assignments -> (B, 20) actions."""
+
+
+@dataclass
+class ItemResult:
+    item_id: str
+    true_answer: str
+    old_answer: str | None
+    tries: int
+    valid: int
+    changed: bool
+    dropped: bool
+    best: Outcome | None
+
+    def to_json(self) -> dict:
+        best = None
+        if self.best is not None:
+            best = {
+                "moves": self.best.moves,
+                "new_answer": self.best.new_answer,
+                "scene": self.best.new_scene.to_json() if self.best.new_scene is not None else None,
+            }
+        return {
+            "item_id": self.item_id, "true_answer": self.true_answer, "old_answer": self.old_answer,
+            "tries": self.tries, "valid": self.valid, "changed": self.changed, "dropped": self.dropped,
+            "best_manipulation": best,
+        }
+
+
+@dataclass(frozen=True)
+class Scores:
+    consistency: float
+    drop: float
+    invalid: float
+    clean_accuracy: float
+
+    def to_json(self) -> dict:
+        return {"consistency": self.consistency, "drop": self.drop, "invalid": self.invalid,
+                "clean_accuracy": self.clean_accuracy}
+
+
+def _better(candidate: Outcome, best: Outcome | None) -> bool:
+    rank = 2 if candidate.dropped else (1 if candidate.changed else 0)
+    best_rank = 0 if best is None else (2 if best.dropped else (1 if best.changed else 0))
+    return rank > best_rank
+
+
+def evaluate(
+    game: Game, indices: list[int], actions_for: ActionSource, samples: int, seed: int
+) -> list[ItemResult]:
+    """Play `samples` moves per item with fresh random head assignments; summarise per item."""
+    rng = np.random.default_rng(seed)
+    repeated = np.repeat(np.asarray(indices, dtype=np.int64), samples)
+    heads = rng.permuted(np.tile(np.arange(MAX_OBJECTS), (len(repeated), 1)), axis=1)
+    outcomes = game.play(repeated, heads, actions_for(repeated, heads))
+    results = []
+    for k, index in enumerate(indices):
+        item = game.pool.items[index]
+        mine = outcomes[k * samples:(k + 1) * samples]
+        best = None
+        for outcome in mine:
+            if outcome.valid and _better(outcome, best):
+                best = outcome
+        results.append(ItemResult(
+            item.item_id, item.answer, mine[0].old_answer, samples, sum(o.valid for o in mine),
+            any(o.changed for o in mine), any(o.dropped for o in mine), best,
+        ))
+    return results
+
+
+def scores(results: list[ItemResult]) -> Scores:
+    n = len(results) or 1
+    tries = sum(r.tries for r in results) or 1
+    return Scores(
+        consistency=sum(r.changed for r in results) / n,
+        drop=sum(r.dropped for r in results) / n,
+        invalid=1.0 - sum(r.valid for r in results) / tries,
+        clean_accuracy=sum(r.old_answer == r.true_answer for r in results) / n,
+    )
+
+
+def random_actions(seed: int) -> ActionSource:
+    rng = np.random.default_rng(seed)
+    return lambda indices, heads: rng.integers(0, 7, (len(indices), 2 * MAX_OBJECTS))
