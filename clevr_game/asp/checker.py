@@ -54,6 +54,10 @@ class ConstraintChecker:
         self.spatial_literals = (
             {rel: self._pair_literals(rel) for rel in SPATIAL_PREDICATES} if environment.uses_spatial else None
         )
+        for table in (self.spatial_literals or {}).values():
+            # Externals default to false, which would contradict a positive assumption: leave them open.
+            for literal in table[table != 0].tolist():
+                control.assign_external(literal, None)
         self._violations: list[int] = []
 
     def _pair_literals(self, relation: str) -> np.ndarray:

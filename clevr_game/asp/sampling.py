@@ -106,8 +106,12 @@ class SceneSampler:
             ids, regions = self.sample_assignment()
             radii = np.array([vocabulary.radius(vocabulary.sizes[s]) for s in ids[:, 0]])
             xy = sample_layout(radii, self.rng, DEFAULT_DIRECTIONS, zones=region_zones(regions, margin=REGION_MARGIN))
-            if xy is not None:
-                return build_scene(ids, regions, xy, self.rng, vocabulary, image_index, split)
+            if xy is None:
+                continue
+            scene = build_scene(ids, regions, xy, self.rng, vocabulary, image_index, split)
+            # Spatial constraints (left/right/...) are unknown to the answer set; the placed scene decides.
+            if not self.environment.uses_spatial or self.environment.check(scene).ok:
+                return scene
         raise ClevrGameError(f"{self.environment.name}: could not place a scene in {_MAX_PLACEMENT_TRIES} tries")
 
 
