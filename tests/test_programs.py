@@ -30,7 +30,9 @@ from clevr_game.programs import (
     parse_program,
     reference_execute,
 )
+from clevr_game.programs.executor import HOT_AFTER
 from clevr_game.programs.facts import relation_directions, relation_masks
+from clevr_game.programs.interpreter import _BUILDERS as interpreter_builders
 from clevr_game.programs.random_programs import ANSWER_TYPES, random_program
 from clevr_game.programs.reference import _run_node
 from clevr_game.programs.signatures import SIGNATURES
@@ -116,6 +118,14 @@ def popcount(mask: int) -> int:
     return bin(mask).count("1")
 
 
+def both_tiers(drawn: tuple[Node, ...], facts: SceneFacts) -> str:
+    """The answer of the interpreter, checked equal to the generated code's."""
+    compiled = compile_program(drawn)
+    interpreted = compiled.interpreted_answer(facts)
+    assert compiled.generate()(facts) == interpreted, compiled.source
+    return interpreted
+
+
 def program(*nodes: tuple) -> tuple[Node, ...]:
     """program(("scene",), ("filter_color", [0], ["red"]), ...)."""
     return tuple(Node(f, tuple(i[0]) if i else (), tuple(i[1]) if len(i) > 1 else ()) for f, *i in nodes)
@@ -149,6 +159,7 @@ def test_fast_equals_reference_on_all_real_scenes(real_scene_dicts: list[dict[st
             drawn = random_program(rng, objects=data["objects"], composites=index % 2 == 0)
             expected = reference_execute(drawn, data)
             assert execute(drawn, facts) == expected, (index, drawn)
+            assert both_tiers(drawn, facts) == expected, (index, drawn)
             functions.update(node.function for node in drawn)
             outcomes["invalid" if expected == INVALID_ANSWER else "valid"] += 1
     assert functions == ALL_FUNCTIONS
@@ -188,7 +199,7 @@ def test_catalogue_matches_clevr_metadata(shared_data: Path) -> None:
     metadata = json.loads((shared_data / "clevr_dataset_gen" / "metadata.json").read_text())
     catalogue = {f["name"]: (tuple(f["inputs"]), f["output"]) for f in metadata["functions"]}
     assert catalogue == SIGNATURES
-    assert set(catalogue) == ALL_FUNCTIONS
+    assert set(catalogue) == ALL_FUNCTIONS == set(interpreter_builders)
 
 
 def test_every_clevr_template_compiles(clevr_templates_dir: Path) -> None:
@@ -218,7 +229,7 @@ def test_random_scenes_fast_equals_reference(drawn: tuple[list, list], seed: int
     for answer_type in ANSWER_TYPES:
         drawn_program = random_program(rng, objects=data["objects"], answer_type=answer_type)
         answer = execute(drawn_program, facts)  # never raises, whatever fails inside
-        assert answer == reference_execute(drawn_program, data)
+        assert answer == reference_execute(drawn_program, data) == both_tiers(drawn_program, facts)
         assert answer == INVALID_ANSWER or answer in CLEVR.answer_values or answer.isdigit()
         assert execute_trace(drawn_program, facts) == reference_trace(drawn_program, data)
 
@@ -312,9 +323,11 @@ def test_invalid_propagates_only_through_consumers() -> None:
     consumed_failure = program(("scene",), failing, ("query_color", [1]), ("scene",), ("count", [3]))
     assert execute(unused_failure, facts) == reference_execute(unused_failure, data) == "3"
     assert execute(consumed_failure, facts) == reference_execute(consumed_failure, data) == INVALID_ANSWER
+    assert both_tiers(unused_failure, facts) == "3"
+    assert both_tiers(consumed_failure, facts) == INVALID_ANSWER
     assert execute_trace(consumed_failure, facts) == [7, INVALID, INVALID, 7, 3]
     set_answer = program(("scene",), ("filter_color", [0], ["red"]))
-    assert execute(set_answer, facts) == INVALID_ANSWER
+    assert execute(set_answer, facts) == both_tiers(set_answer, facts) == INVALID_ANSWER
 
 
 def test_empty_and_unknown_values_follow_the_reference() -> None:
@@ -330,7 +343,7 @@ def test_empty_and_unknown_values_follow_the_reference() -> None:
         program(("scene",), ("filter_unique", [0], ["small"]), ("query_shape", [1])),
     ]
     for case in cases:
-        assert execute(case, facts) == reference_execute(case, data), case
+        assert execute(case, facts) == reference_execute(case, data) == both_tiers(case, facts), case
     assert [execute(c, facts) for c in cases] == ["0", "2", "2", "no", "1", "cube"]
 
 
@@ -353,6 +366,17 @@ def test_poc_vocabulary_facts() -> None:
     assert execute(program(("scene",), ("filter_shape", [0], ["cone"]), ("count", [1])), facts) == "2"
     data = scene_dict(ids, coords, CLEVR_POC) | {"vocabulary": "clevr-poc"}
     assert compile_scene_dict(data) == facts
+
+
+def test_a_vocabulary_made_up_at_run_time_works() -> None:
+    tiny = Vocabulary("tiny", ("tiny", "huge"), ("red", "teal"), ("rubber",), ("cube", "star"), {"tiny": 0.2, "huge": 1.0})
+    facts = SceneFacts.from_arrays(np.array([[0, 1, 0, 1], [1, 1, 0, 0]]), np.array([[0.0, 0.0, 0.2], [2.0, 0, 1]]),
+                                   DEFAULT_DIRECTIONS, tiny)
+    teal_stars = program(("scene",), ("filter_color", [0], ["teal"]), ("filter_shape", [1], ["star"]),
+                         ("count", [2]))
+    template = program(("scene",), ("filter_unique", [0], ["tiny", "", "", ""]), ("query_shape", [1]))
+    assert both_tiers(teal_stars, facts) == "1"
+    assert both_tiers(template, facts) == "star"
 
 
 def test_with_coords_recomputes_only_relations() -> None:
@@ -381,6 +405,18 @@ def test_large_scenes_use_unbounded_bit_sets() -> None:
         drawn = random_program(rng, objects=data["objects"])
         assert execute(drawn, facts) == reference_execute(drawn, data)
     assert execute(program(("scene",), ("count", [0])), facts) == "80"
+
+
+def test_a_program_run_often_gets_generated_code() -> None:
+    facts = facts_of(np.array([[0, 1, 0, 0], [1, 1, 1, 1]]), np.array([[-2.0, 0.0, 0.35], [1.0, 1.0, 0.7]]))
+    hot = program(("scene",), ("filter_color", [0], ["red"]), ("filter_size", [1], ["large"]),
+                  ("unique", [2]), ("query_shape", [3]))
+    compiled = compile_program(hot)
+    assert "interpreted" in repr(compiled)
+    answers = {execute(hot, facts) for _ in range(HOT_AFTER + 1)}
+    assert answers == {"sphere"}
+    assert "generated" in repr(compiled) and compiled.answer(facts) == "sphere"
+    assert "def answer(facts):" in compiled.source
 
 
 def test_compiled_programs_are_cached_and_pickle_keeps_invalid() -> None:

@@ -1,21 +1,21 @@
 """Python source for one program: straight-line code over SceneFacts bit sets.
 
-A program runs on every move of the game, so it is turned once into a plain
-Python function: no interpreter loop, no per-node call, each node one line of
-int arithmetic on local variables. Only names chosen here and `repr`-quoted
-string literals reach the source, so no program content can inject code.
+A program that keeps being run (every move of the game re-runs one) is turned
+into a plain Python function: no interpreter loop, no per-node call, each node
+one expression of int arithmetic on local variables. Only names chosen here and
+`repr`-quoted string literals reach the source, so no program content can
+inject code.
 
-Two functions are generated:
-- `answer(facts)`: the answer string, returning INVALID_ANSWER as soon as a
-  unique-type node with a consumer fails (what the reference executor does when
-  the next node reads the failed output); nodes nobody reads are skipped;
-- `trace(facts)`: every node's output, INVALID for failed nodes and for nodes
-  reading a failed output.
+`answer(facts)` returns INVALID_ANSWER as soon as a unique-type node with a
+reader fails (the reference executor gives up when the next node reads the
+failed output); nodes nobody reads are skipped, nodes read once are inlined.
 """
 
 from __future__ import annotations
 
-from clevr_game.programs.facts import RELATION_COUNT
+from collections import Counter
+
+from clevr_game.programs.facts import KNOWN_VALUES, RELATION_COUNT
 from clevr_game.programs.program import Node, Program
 from clevr_game.programs.signatures import (
     ATTRIBUTE_TYPES,
@@ -46,7 +46,12 @@ class _Emitter:
         return name
 
     def _mask(self, attribute: str, value: str) -> str:
-        return f"{self._use(f'M{ATTRIBUTES.index(attribute)}')}[{value!r}]"
+        a = ATTRIBUTES.index(attribute)
+        if value in KNOWN_VALUES[a]:
+            return f"{self._use(f'M{a}')}[{value!r}]"
+        # No key for it (a value of no vocabulary, or ""): an object could still
+        # carry it only in a vocabulary made up at run time.
+        return f"{self._use(f'M{a}')}.get({value!r}, 0)"
 
     def _filtered(self, base: str, side_inputs: tuple[str, ...]) -> str:
         # Template side inputs are size, color, material, shape; "" means any.
@@ -103,13 +108,13 @@ class _Emitter:
         return [f"    {name} = {_PROLOGUE[name]}" for name in sorted(self.used)]
 
 
-def _final_return(kind: str, name: str) -> str:
+def _final_return(kind: str, expression: str) -> str:
     if kind == BOOL:
-        return f'    return "yes" if {name} else "no"'
+        return f'    return "yes" if {expression} else "no"'
     if kind in (INTEGER, OBJECT):
-        return f"    return str({name})"
+        return f"    return str({expression})"
     if kind in ATTRIBUTE_TYPES.values():
-        return f"    return {name}"
+        return f"    return {expression}"
     raise AssertionError(f"no answer for type {kind}")  # an ObjectSet never gets here
 
 
@@ -119,14 +124,16 @@ def answer_source(program: Program, types: list[str]) -> str:
     if types[last] == OBJECT_SET:
         # A set is never an answer, and nothing else can raise: the outcome is known.
         return "def answer(facts):\n    return INVALID_ANSWER\n"
-    consumed = {source for node in program for source in node.inputs}
+    uses = Counter(source for node in program for source in node.inputs)
     emitter = _Emitter()
     body: list[str] = []
+    # A node that cannot fail and is read once goes into its reader's expression.
+    inlined: dict[int, str] = {}
     for index, node in enumerate(program):
-        if index not in consumed and index != last:
+        if not uses[index] and index != last:
             continue
         name = f"v{index}"
-        args = [f"v{source}" for source in node.inputs]
+        args = [f"({inlined[source]})" if source in inlined else f"v{source}" for source in node.inputs]
         if node.function in UNIQUE_FUNCTIONS:
             body += [
                 f"    {name} = {emitter.object_set(node, args)}",
@@ -134,28 +141,12 @@ def answer_source(program: Program, types: list[str]) -> str:
                 "        return INVALID_ANSWER",
                 f"    {name} = {name}.bit_length() - 1",
             ]
+        elif index == last:
+            body.append(_final_return(types[last], f"({emitter.value(node, args)})"))
+        elif uses[index] == 1:
+            inlined[index] = emitter.value(node, args)
         else:
             body.append(f"    {name} = {emitter.value(node, args)}")
-    body.append(_final_return(types[last], f"v{last}"))
+    if program[last].function in UNIQUE_FUNCTIONS:
+        body.append(_final_return(types[last], f"v{last}"))
     return "\n".join(["def answer(facts):", *emitter.prologue(), *body]) + "\n"
-
-
-def trace_source(program: Program) -> str:
-    """Source of `def trace(facts) -> list`: every node's output, INVALID where it failed."""
-    emitter = _Emitter()
-    may_fail: list[bool] = []
-    body: list[str] = []
-    for index, node in enumerate(program):
-        args = [f"v{source}" for source in node.inputs]
-        if node.function in UNIQUE_FUNCTIONS:
-            expression = f"single({emitter.object_set(node, args)})"
-        else:
-            expression = emitter.value(node, args)
-        failing_inputs = [f"v{source} is INVALID" for source in node.inputs if may_fail[source]]
-        if failing_inputs:
-            expression = f"INVALID if {' or '.join(failing_inputs)} else {expression}"
-        may_fail.append(bool(failing_inputs) or node.function in UNIQUE_FUNCTIONS)
-        body.append(f"    v{index} = {expression}")
-    outputs = ", ".join(f"v{index}" for index in range(len(program)))
-    body.append(f"    return [{outputs}]")
-    return "\n".join(["def trace(facts):", *emitter.prologue(), *body]) + "\n"

@@ -1,70 +1,107 @@
 """The fast executor: programs compiled once, run on precomputed scene facts.
 
-    facts = compile_scene(scene)            # or SceneFacts.from_arrays(...) per move
+    facts = compile_scene(scene)            # or SceneFacts.from_arrays / facts.with_coords per move
     execute(program, facts) -> "yes" / "3" / "red" / INVALID_ANSWER
     execute_trace(program, facts) -> every node's output
 
 Answers are exactly those of `reference_execute` (the spec). A program is type
 checked when compiled, so a well-formed program never raises when executed.
+
+Two tiers: a program first runs on the step interpreter (built in microseconds);
+after HOT_AFTER answers it gets generated Python code (about a hundred
+microseconds to compile, several times faster per run). One-off programs (a
+question answered once, a candidate checked by the generator) never pay for
+code generation; the game's programs, run on every move, get it early.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from types import CodeType, FunctionType
 from typing import Any
 
 from clevr_game.errors import InputError
-from clevr_game.programs.codegen import answer_source, trace_source
+from clevr_game.programs.codegen import answer_source
 from clevr_game.programs.facts import SceneFacts, compile_scene, compile_scene_dict
+from clevr_game.programs.interpreter import INVALID, Interpreter
 from clevr_game.programs.program import Node, Program
 from clevr_game.programs.reference import INVALID_ANSWER
 from clevr_game.programs.signatures import check_program
 from clevr_game.scene import Scene
 
+__all__ = [
+    "HOT_AFTER", "INVALID", "CompiledProgram", "compile_program",
+    "execute", "execute_scene", "execute_trace",
+]
 
-class _Invalid:
-    """The output of a failed node in a trace (distinct from every real output)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "INVALID"
-
-    def __reduce__(self) -> str:
-        # Pickled by name, so a trace sent to a worker process keeps the singleton.
-        return "INVALID"
+HOT_AFTER = 32
+"""Answers on the interpreter before a program gets generated code."""
 
 
-INVALID = _Invalid()
-
-
-def _single(mask: int) -> int | _Invalid:
-    """The index of the only object of `mask`, or INVALID when it has not exactly one."""
-    if not mask or mask & (mask - 1):
-        return INVALID
-    return mask.bit_length() - 1
+# Every generated function reads its globals from this one dict (only
+# INVALID_ANSWER is read): thousands of hot programs share it instead of
+# carrying a namespace each.
+_GENERATED_GLOBALS: dict[str, Any] = {"INVALID_ANSWER": INVALID_ANSWER, "__builtins__": __builtins__}
 
 
 class CompiledProgram:
-    """A type-checked program with its generated `answer` and `trace` functions."""
+    """A type-checked program. `answer(facts)` and `trace(facts)` run it.
 
-    __slots__ = ("program", "types", "answer", "trace", "source")
+    `answer` is an attribute holding the current tier's function, so the hot
+    call is one attribute read; `generate()` switches to generated code now.
+    """
+
+    __slots__ = ("program", "types", "answer", "_interpreter", "_runs", "_generated", "_source")
 
     def __init__(self, program: Program) -> None:
         self.program = program
         self.types: list[str] = check_program(program)
-        self.source = answer_source(program, self.types) + "\n\n" + trace_source(program)
-        namespace: dict[str, Any] = {"INVALID": INVALID, "INVALID_ANSWER": INVALID_ANSWER, "single": _single}
-        exec(compile(self.source, "<compiled clevr program>", "exec"), namespace)  # noqa: S102
-        self.answer: Callable[[SceneFacts], str] = namespace["answer"]
-        self.trace: Callable[[SceneFacts], list[Any]] = namespace["trace"]
+        self._interpreter = Interpreter(program, self.types)
+        self._runs = 0
+        self._generated: Callable[[SceneFacts], str] | None = None
+        self._source: str | None = None
+        self.answer: Callable[[SceneFacts], str] = self._warming_up
+
+    def _warming_up(self, facts: SceneFacts) -> str:
+        self._runs += 1
+        if self._runs >= HOT_AFTER:
+            self.generate()
+        return self._interpreter.answer(facts)
+
+    def generate(self) -> Callable[[SceneFacts], str]:
+        """Compile the generated code (once) and answer with it from now on."""
+        if self._generated is None:
+            module = compile(self.source, "<compiled clevr program>", "exec")
+            (code,) = [c for c in module.co_consts if isinstance(c, CodeType)]
+            self._generated = FunctionType(code, _GENERATED_GLOBALS, "answer")
+        self.answer = self._generated
+        return self._generated
+
+    @property
+    def source(self) -> str:
+        """The generated Python source of `answer`."""
+        if self._source is None:
+            self._source = answer_source(self.program, self.types)
+        return self._source
+
+    def interpreted_answer(self, facts: SceneFacts) -> str:
+        """The answer by the interpreter, whatever the tier (for cross-checks)."""
+        return self._interpreter.answer(facts)
+
+    def trace(self, facts: SceneFacts) -> list[Any]:
+        """Every node's output: sets as int bit sets, objects as indices, ints, bools, strings; INVALID where failed."""
+        return self._interpreter.trace(facts)
 
     def __repr__(self) -> str:
-        return f"CompiledProgram({len(self.program)} nodes, answers {self.types[-1]})"
+        tier = "generated" if self.answer is self._generated else "interpreted"
+        return f"CompiledProgram({len(self.program)} nodes, answers {self.types[-1]}, {tier})"
 
 
-@functools.lru_cache(maxsize=8192)
+_CACHE_SIZE = 1 << 15
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _compile_cached(program: Program) -> CompiledProgram:
     return CompiledProgram(program)
 
@@ -80,11 +117,10 @@ def compile_program(program: Program | Sequence[Node]) -> CompiledProgram:
     return _compile_cached(program)
 
 
-# execute() is called once per move: hashing a Program (a tuple of dataclasses, hashed
-# in Python) would cost more than running it, so recent programs are found by
-# identity. The program is kept in the entry, so its id cannot be reused meanwhile.
+# execute() runs once per move: hashing a Program (a tuple of dataclasses, hashed in
+# Python) costs more than running it, so programs are found by identity first. The
+# program is kept in its entry, so its id cannot be reused while the entry lives.
 _BY_IDENTITY: dict[int, tuple[Program, CompiledProgram]] = {}
-_BY_IDENTITY_LIMIT = 4096
 
 
 def _compiled(program: Program | Sequence[Node]) -> CompiledProgram:
@@ -93,7 +129,7 @@ def _compiled(program: Program | Sequence[Node]) -> CompiledProgram:
         return entry[1]
     compiled = compile_program(program)
     if type(program) is tuple:  # a list could change after being cached
-        if len(_BY_IDENTITY) >= _BY_IDENTITY_LIMIT:
+        if len(_BY_IDENTITY) >= _CACHE_SIZE:
             _BY_IDENTITY.clear()
         _BY_IDENTITY[id(program)] = (program, compiled)
     return compiled
@@ -101,10 +137,13 @@ def _compiled(program: Program | Sequence[Node]) -> CompiledProgram:
 
 def execute(program: Program, facts: SceneFacts) -> str:
     """The answer string, or INVALID_ANSWER; the same as `reference_execute`."""
-    entry = _BY_IDENTITY.get(id(program))
-    if entry is not None and entry[0] is program:
-        return entry[1].answer(facts)
-    return _compiled(program).answer(facts)
+    try:
+        kept, compiled = _BY_IDENTITY[id(program)]
+    except KeyError:
+        return _compiled(program).answer(facts)
+    if kept is not program:
+        return _compiled(program).answer(facts)
+    return compiled.answer(facts)
 
 
 def execute_trace(program: Program, facts: SceneFacts) -> list[Any]:

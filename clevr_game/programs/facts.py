@@ -4,7 +4,7 @@ Object sets are Python ints used as bit sets (bit i = object i): filtering is `&
 counting is `int.bit_count`, and a set of a few dozen objects is one machine word.
 
 - `masks[a][value]`: the objects whose attribute ATTRIBUTES[a] is `value` (every
-  value of the vocabulary is present; an unknown value reads as the empty set);
+  value of every known vocabulary is a key; use `.get(value, 0)` for others);
 - `values[a][i]`: the value of attribute ATTRIBUTES[a] of object i;
 - `related[RELATION_COUNT * i + r]`: the objects that are RELATIONS[r] of object i.
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from clevr_game.errors import InputError
 from clevr_game.scene import RELATION_THRESHOLD, Scene, parse_scene
-from clevr_game.vocab import ATTRIBUTES, RELATIONS, Vocabulary
+from clevr_game.vocab import ATTRIBUTES, RELATIONS, VOCABULARIES, Vocabulary
 
 Directions = tuple[tuple[float, float, float], ...]
 """The four relation directions in RELATIONS order, as float triples."""
@@ -34,13 +34,16 @@ RELATION_COUNT = len(RELATIONS)
 """Relations of object i are stored under keys RELATION_COUNT * i + r."""
 
 
-class ValueMasks(dict[str, int]):
-    """value -> bit set; a missing value reads as the empty set (without being stored)."""
+def _known_values() -> tuple[tuple[str, ...], ...]:
+    return tuple(
+        tuple(dict.fromkeys(v for vocabulary in VOCABULARIES.values() for v in vocabulary.values(a)))
+        for a in ATTRIBUTES
+    )
 
-    __slots__ = ()
 
-    def __missing__(self, value: str) -> int:
-        return 0
+KNOWN_VALUES: tuple[tuple[str, ...], ...] = _known_values()
+"""Per attribute, every value of every registered vocabulary: each is a key of every
+`masks[a]`, so compiled programs read them with a plain subscript."""
 
 
 class Relations(dict[int, int]):
@@ -110,17 +113,18 @@ def relation_masks(coords: Any, directions: DirectionsLike) -> list[list[int]]:
     return [[relations[RELATION_COUNT * i + r] for i in range(len(rows))] for r in range(RELATION_COUNT)]
 
 
-_Attributes = tuple[tuple[ValueMasks, ...], tuple[list[str], ...]]
+_Attributes = tuple[tuple[dict[str, int], ...], tuple[list[str], ...]]
 
 
 def _attributes_from_values(values: tuple[list[str], ...], vocabulary: Vocabulary) -> _Attributes:
     masks = []
-    for attribute, column in zip(ATTRIBUTES, values, strict=True):
-        by_value = ValueMasks.fromkeys(vocabulary.values(attribute), 0)
-        bit = 1
-        for value in column:
-            by_value[value] |= bit
-            bit <<= 1
+    for a, (attribute, column) in enumerate(zip(ATTRIBUTES, values, strict=True)):
+        by_value = dict.fromkeys(KNOWN_VALUES[a], 0)
+        by_value.update(dict.fromkeys(vocabulary.values(attribute), 0))
+        for index, value in enumerate(column):
+            if value not in by_value:
+                raise InputError(f"object {index}: unknown {attribute} {value!r} for vocabulary {vocabulary.name}")
+            by_value[value] |= 1 << index
         masks.append(by_value)
     return tuple(masks), values
 
@@ -210,7 +214,7 @@ class SceneFacts:
 
     def value_mask(self, attribute: str, value: str) -> int:
         """Objects whose `attribute` is `value` (0 for a value no object has)."""
-        return self.masks[ATTRIBUTES.index(attribute)][value]
+        return self.masks[ATTRIBUTES.index(attribute)].get(value, 0)
 
     def same_as(self, attribute: str, index: int) -> int:
         """The other objects with the same `attribute` value as object `index`."""

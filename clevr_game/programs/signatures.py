@@ -66,39 +66,68 @@ def _required_values(function: str) -> int:
     return 0
 
 
+# Per function: input types, output type, side inputs required, whether the first is a relation.
+_SPECS: dict[str, tuple[tuple[str, ...], str, int, bool]] = {
+    name: (inputs, output, _required_values(name), name.startswith("relate"))
+    for name, (inputs, output) in SIGNATURES.items()
+}
+
+
 def check_program(program: Program) -> list[str]:
     """Output type of every node; InputError naming the node when the program is ill-formed."""
     if not isinstance(program, tuple) or not program:
         raise InputError("program must be a non-empty tuple of nodes")
     types: list[str] = []
     for index, node in enumerate(program):
-        at = f"program node {index}"
-        if not isinstance(node, Node):
-            raise InputError(f"{at}: expected a Node, got {type(node).__name__}")
-        if not isinstance(node.inputs, tuple) or not isinstance(node.value_inputs, tuple):
-            raise InputError(f"{at}: inputs and value_inputs must be tuples")
-        if any(not isinstance(v, str) for v in node.value_inputs):
-            raise InputError(f"{at}: value_inputs must be strings, got {node.value_inputs!r}")
-        signature = SIGNATURES.get(node.function) if isinstance(node.function, str) else None
-        if signature is None:
-            raise InputError(f"{at}: unknown function {node.function!r}")
-        expected, output = signature
-        if len(node.inputs) != len(expected):
-            raise InputError(f"{at}: {node.function} takes {len(expected)} inputs, got {len(node.inputs)}")
-        for position, (source, kind) in enumerate(zip(node.inputs, expected, strict=True)):
-            if isinstance(source, bool) or not isinstance(source, int) or not 0 <= source < index:
-                raise InputError(f"{at}: input {position} must be the index of an earlier node, got {source!r}")
-            if types[source] != kind:
-                raise InputError(
-                    f"{at}: {node.function} input {position} must be {kind}, "
-                    f"node {source} gives {types[source]}"
-                )
-        needed = _required_values(node.function)
-        if len(node.value_inputs) < needed:
-            raise InputError(f"{at}: {node.function} needs a side input, got none")
-        if needed and node.function.startswith("relate") and node.value_inputs[0] not in RELATIONS:
-            raise InputError(
-                f"{at}: unknown relation {node.value_inputs[0]!r} (expected one of {', '.join(RELATIONS)})"
-            )
-        types.append(output)
+        # The common case in a few cheap tests; anything unusual gets the full check.
+        spec = _SPECS.get(node.function) if type(node) is Node and type(node.function) is str else None
+        if spec is None or not _plainly_valid(node, index, spec, types):
+            types.append(_check_node(node, index, types))
+        else:
+            types.append(spec[1])
     return types
+
+
+def _plainly_valid(node: Node, index: int, spec: tuple[tuple[str, ...], str, int, bool], types: list[str]) -> bool:
+    expected, _, needed, relates = spec
+    inputs, values = node.inputs, node.value_inputs
+    if type(inputs) is not tuple or type(values) is not tuple:
+        return False
+    if len(inputs) != len(expected) or len(values) < needed or (relates and values[0] not in RELATIONS):
+        return False
+    for source, kind in zip(inputs, expected, strict=False):  # lengths checked above
+        if type(source) is not int or not 0 <= source < index or types[source] != kind:
+            return False
+    return all(type(value) is str for value in values)
+
+
+def _check_node(node: Node, index: int, types: list[str]) -> str:
+    """The output type of one node, or InputError saying what is wrong with it."""
+    at = f"program node {index}"
+    if not isinstance(node, Node):
+        raise InputError(f"{at}: expected a Node, got {type(node).__name__}")
+    if not isinstance(node.inputs, tuple) or not isinstance(node.value_inputs, tuple):
+        raise InputError(f"{at}: inputs and value_inputs must be tuples")
+    if any(not isinstance(v, str) for v in node.value_inputs):
+        raise InputError(f"{at}: value_inputs must be strings, got {node.value_inputs!r}")
+    signature = SIGNATURES.get(node.function) if isinstance(node.function, str) else None
+    if signature is None:
+        raise InputError(f"{at}: unknown function {node.function!r}")
+    expected, output = signature
+    if len(node.inputs) != len(expected):
+        raise InputError(f"{at}: {node.function} takes {len(expected)} inputs, got {len(node.inputs)}")
+    for position, (source, kind) in enumerate(zip(node.inputs, expected, strict=True)):
+        if isinstance(source, bool) or not isinstance(source, int) or not 0 <= source < index:
+            raise InputError(f"{at}: input {position} must be the index of an earlier node, got {source!r}")
+        if types[source] != kind:
+            raise InputError(
+                f"{at}: {node.function} input {position} must be {kind}, node {source} gives {types[source]}"
+            )
+    needed = _required_values(node.function)
+    if len(node.value_inputs) < needed:
+        raise InputError(f"{at}: {node.function} needs a side input, got none")
+    if needed and node.function.startswith("relate") and node.value_inputs[0] not in RELATIONS:
+        raise InputError(
+            f"{at}: unknown relation {node.value_inputs[0]!r} (expected one of {', '.join(RELATIONS)})"
+        )
+    return output
