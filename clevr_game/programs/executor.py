@@ -16,6 +16,7 @@ code generation; the game's programs, run on every move, get it early.
 
 from __future__ import annotations
 
+import builtins
 import functools
 from collections.abc import Callable, Sequence
 from types import CodeType, FunctionType
@@ -42,7 +43,7 @@ HOT_AFTER = 32
 # Every generated function reads its globals from this one dict (only
 # INVALID_ANSWER is read): thousands of hot programs share it instead of
 # carrying a namespace each.
-_GENERATED_GLOBALS: dict[str, Any] = {"INVALID_ANSWER": INVALID_ANSWER, "__builtins__": __builtins__}
+_GENERATED_GLOBALS: dict[str, Any] = {"INVALID_ANSWER": INVALID_ANSWER, "__builtins__": builtins}
 
 
 class CompiledProgram:
