@@ -126,3 +126,30 @@ def test_check_rejects_scenes_of_the_wrong_size(generated: list[tuple[Environmen
         environment.check_ids(np.full((6, 4), 9), np.zeros(6, dtype=int))
     with pytest.raises(InputError, match="region"):
         environment.check_ids(np.zeros((6, 4), dtype=int), np.full(6, 4))
+
+
+FREE_FORM = """object(0..5).
+% Objects in region 0 share their colour.
+:- at(X, 0), at(Y, 0), X != Y, not same_color(X, Y).
+% Nothing in region 1 may be right of a region-0 sphere.
+:- at(X, 1), right_R(X, Y), at(Y, 0), hasProperty(Y, shape, sphere).
+% Front-half cubes are large.
+:- front_R(X, Y), at(X, 2), hasProperty(X, shape, cube), not hasProperty(X, size, large).
+% At most two metal pairs share a shape.
+:- #count { X, Y : sameProperty(X, Y, shape), hasProperty(X, material, metal), hasProperty(Y, material, metal) } > 4.
+"""
+
+
+def test_free_form_constraints_use_clingo_and_agree_with_the_oracle() -> None:
+    environment = Environment.from_text(FREE_FORM, "free.lp")
+    assert environment.check_method == "clingo"
+    rng = np.random.default_rng(3)
+    ids = np.stack([rng.integers(0, n, (300, 6)) for n in VALUE_COUNTS], axis=-1)
+    ids[:, :, 1] = rng.integers(0, 2, (300, 6))  # two colours only, so region 0 often agrees
+    regions = rng.integers(0, 4, (300, 6))
+    sentences = [c.sentence for c in environment.all_constraints]
+    results = environment.check_many(ids, regions)
+    for b in range(len(ids)):
+        expected = oracle_violations(FREE_FORM, rows_of(ids[b], regions[b]))
+        assert results[b].failed == [sentences[k] for k in expected]
+    assert 30 < sum(r.ok for r in results) < 270

@@ -23,7 +23,7 @@ from clevr_game.asp.clingo_io import (
     run_clingo,
 )
 from clevr_game.asp.literals import choice_literals, literal_of
-from clevr_game.asp.parsing import VIOLATED, labelled_violations
+from clevr_game.asp.parsing import VIOLATED, labelled_violations, without_unused_rules
 from clevr_game.errors import InputError
 from clevr_game.vocab import ATTRIBUTES
 
@@ -42,10 +42,11 @@ class ConstraintChecker:
         self.sentences = [c.sentence for c in environment.all_constraints]
         log = MessageLog()
         control = new_control(["--models=1"], log)
-        background = labelled_violations(environment.background_statements, 0)
-        env = labelled_violations(environment.statements, len(environment.background_constraints))
+        # Background constraints come first, so labels follow environment.all_constraints.
+        program = without_unused_rules([*environment.background_statements, *environment.statements])
+        labelled = labelled_violations(program, 0)
         extra = parse_program(f"#show {VIOLATED}/1." + (_SPATIAL_EXTERNALS if environment.uses_spatial else ""), "checker")
-        run_clingo(environment.name, log, lambda: add_statements(control, (*background, *env, *extra)))
+        run_clingo(environment.name, log, lambda: add_statements(control, (*labelled, *extra)))
         run_clingo(environment.name, log, lambda: control.ground([("base", [])]))
         self.control = control
         self.attribute_literals, self.region_literals = choice_literals(

@@ -205,3 +205,50 @@ def labelled_violations(statements: tuple[clingo_ast.AST, ...], first_label: int
             label += 1
         out.append(statement)
     return out
+
+
+def _plain_head(statement: clingo_ast.AST) -> tuple[str, int] | None:
+    """(name, arity) of a normal rule's head atom; None for constraints, choices and the rest."""
+    if statement.ast_type != clingo_ast.ASTType.Rule:
+        return None
+    head = statement.head
+    if head.ast_type != clingo_ast.ASTType.Literal or head.atom.ast_type != clingo_ast.ASTType.SymbolicAtom:
+        return None
+    symbol = head.atom.symbol
+    if symbol.ast_type != clingo_ast.ASTType.Function:
+        return None
+    return (symbol.name, len(symbol.arguments))
+
+
+def without_unused_rules(statements: list[clingo_ast.AST]) -> list[clingo_ast.AST]:
+    """Drop normal rules whose head no constraint or choice rule depends on, even indirectly.
+
+    Sound for the checker: every choice atom is fixed by assumptions, so atoms nobody
+    reads cannot change which constraints are violated; they only cost solving time.
+    """
+    defining: dict[tuple[str, int], list[clingo_ast.AST]] = {}
+    needed: set[tuple[str, int]] = set()
+    pending: list[clingo_ast.AST] = []
+    for statement in statements:
+        head = _plain_head(statement)
+        if head is None:
+            pending.append(statement)
+        else:
+            defining.setdefault(head, []).append(statement)
+    while pending:
+        statement = pending.pop()
+        body = statement.body if statement.ast_type == clingo_ast.ASTType.Rule else []
+        for literal in body:
+            for atom in atoms_below(literal):
+                signature = (atom.name, len(atom.arguments))
+                if signature not in needed:
+                    needed.add(signature)
+                    pending.extend(defining.get(signature, []))
+        if statement.ast_type == clingo_ast.ASTType.Rule and _plain_head(statement) is None:
+            # Choice heads carry conditions (`: value(A, V)`), which are needed too.
+            for atom in atoms_below(statement.head):
+                signature = (atom.name, len(atom.arguments))
+                if signature not in needed:
+                    needed.add(signature)
+                    pending.extend(defining.get(signature, []))
+    return [s for s in statements if _plain_head(s) is None or _plain_head(s) in needed]
