@@ -27,6 +27,8 @@ BAD_ENVIRONMENTS = [
     ("object(0..3).\n{ extra(X) } :- object(X).\n", r"line 2: only plain rules and integrity constraints"),
     (":- object(X), at(X, 1), hasProperty(X, color, red).\n", r"bad\.lp: declares no objects"),
     ("object(1..3).\n", r"objects must be numbered 0\.\.N-1"),
+    ("object(0;2).\n", r"objects must be numbered 0\.\.N-1, got 0, 2"),
+    ("object(0..12).\n", r"13 objects cannot fit: at most 12 \(3 per region\)"),
     ("object(0..2).\n:- hasProperty(X, color, red), not at(Y, 1).\n", r"bad\.lp: line 2: unsafe variables"),
     ("object(0..2).\n#script (python)\ndef f(): pass\n#end.\n", r"line 2: unsupported statement"),
 ]

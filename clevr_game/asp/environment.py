@@ -16,7 +16,7 @@ import clingo
 import clingo.ast as clingo_ast
 import numpy as np
 
-from clevr_game.asp.background import background_program
+from clevr_game.asp.background import MAX_PER_REGION, background_program
 from clevr_game.asp.clingo_io import (
     MessageLog,
     add_statements,
@@ -24,7 +24,12 @@ from clevr_game.asp.clingo_io import (
     parse_program,
     run_clingo,
 )
-from clevr_game.asp.parsing import Constraint, constraints_of, parse_environment
+from clevr_game.asp.parsing import (
+    Constraint,
+    constraints_of,
+    is_integrity_constraint,
+    parse_environment,
+)
 from clevr_game.asp.regions import NUM_REGIONS, regions_of
 from clevr_game.asp.templates import ConstraintSpec, match_constraint
 from clevr_game.errors import InputError
@@ -90,15 +95,26 @@ class Environment:
         return control
 
     def _count_objects(self, check_satisfiable: bool) -> int:
-        control = self.grounded_control()
-        ids = sorted(
-            atom.symbol.arguments[0] for atom in control.symbolic_atoms.by_signature("object", 1)
-        )
+        # Count objects on the environment's own rules first: grounding the background for
+        # a typo like `object(0..100000)` would take very long before failing anyway.
+        log = MessageLog()
+        counting = new_control((), log)
+        rules = [s for s in self.statements if not is_integrity_constraint(s)]
+        run_clingo(self.name, log, lambda: add_statements(counting, rules))
+        run_clingo(self.name, log, lambda: counting.ground([("base", [])]))
+        ids = sorted(atom.symbol.arguments[0] for atom in counting.symbolic_atoms.by_signature("object", 1))
         if not ids or any(s.type != clingo.SymbolType.Number for s in ids):
             raise InputError(f"{self.name}: objects must be numbered 0..N-1 (e.g. `object(0..7).`)")
         numbers = [s.number for s in ids]
         if numbers != list(range(len(numbers))):
-            raise InputError(f"{self.name}: objects must be numbered 0..N-1, got {numbers}")
+            shown = ", ".join(map(str, numbers[:6])) + (", ..." if len(numbers) > 6 else "")
+            raise InputError(f"{self.name}: objects must be numbered 0..N-1, got {shown}")
+        capacity = NUM_REGIONS * MAX_PER_REGION
+        if len(numbers) > capacity:
+            raise InputError(
+                f"{self.name}: {len(numbers)} objects cannot fit: at most {capacity} ({MAX_PER_REGION} per region)"
+            )
+        control = self.grounded_control()
         if check_satisfiable and not control.solve().satisfiable:
             raise InputError(
                 f"{self.name}: the environment is unsatisfiable: no scene of {len(numbers)} objects meets all its constraints"

@@ -62,8 +62,12 @@ def _walk(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
 def atoms_below(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
     """Function nodes used as atoms (predicate name and arguments) below `node`."""
     for sub in _walk(node):
-        if sub.ast_type == clingo_ast.ASTType.SymbolicAtom and sub.symbol.ast_type == clingo_ast.ASTType.Function:
-            yield sub.symbol
+        if sub.ast_type != clingo_ast.ASTType.SymbolicAtom:
+            continue
+        symbol = sub.symbol
+        # `p(1;2)` parses as a pool of atoms.
+        options = symbol.arguments if symbol.ast_type == clingo_ast.ASTType.Pool else [symbol]
+        yield from (s for s in options if s.ast_type == clingo_ast.ASTType.Function)
 
 
 def is_integrity_constraint(statement: clingo_ast.AST) -> bool:
@@ -160,12 +164,12 @@ def parse_environment(text: str, name: str, vocabulary: Vocabulary = CLEVR_POC) 
             head = statement.head
             if head.ast_type != clingo_ast.ASTType.Literal or head.atom.ast_type != clingo_ast.ASTType.SymbolicAtom:
                 raise InputError(f"{where}: only plain rules and integrity constraints are allowed (no choice or disjunctive heads)")
-            atom = head.atom.symbol
-            signature = (atom.name, len(atom.arguments))
-            if atom.name in MODEL_PREDICATES and signature != ("object", 1):
-                raise InputError(f"{where}: an environment may not define the model's predicate {atom.name}/{signature[1]}")
-            defined.add(signature)
-            helper_rules += signature != ("object", 1)
+            for atom in atoms_below(head):
+                signature = (atom.name, len(atom.arguments))
+                if atom.name in MODEL_PREDICATES and signature != ("object", 1):
+                    raise InputError(f"{where}: an environment may not define the model's predicate {atom.name}/{signature[1]}")
+                defined.add(signature)
+                helper_rules += signature != ("object", 1)
         for literal in statement.body:
             used.extend((atom, line) for atom in atoms_below(literal))
     uses_spatial = False
