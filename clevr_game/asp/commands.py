@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clevr_game.errors import InputError
+
+if TYPE_CHECKING:
+    from clevr_game.scene import Scene
 
 
 def _cmd_environment(args: argparse.Namespace) -> int:
@@ -37,7 +41,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_one_scene(path: str):  # noqa: ANN202 - a Scene
+def _load_one_scene(path: str) -> Scene:
     from clevr_game.scene import load_scenes
     from clevr_game.vocab import CLEVR_POC
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import clingo
 import clingo.ast as clingo_ast
@@ -35,6 +36,10 @@ from clevr_game.asp.templates import ConstraintSpec, match_constraint
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC, Vocabulary
+
+if TYPE_CHECKING:
+    from clevr_game.asp.checker import ConstraintChecker
+    from clevr_game.asp.compiled import CompiledChecker
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ class Environment:
         return None if any(s is None for s in specs) else specs  # type: ignore[return-value]
 
     @cached_property
-    def _compiled(self):  # noqa: ANN202 - private; CompiledChecker | None
+    def _compiled(self) -> CompiledChecker | None:
         from clevr_game.asp.compiled import CompiledChecker
 
         if self.templates is None:
@@ -140,7 +145,7 @@ class Environment:
         return CompiledChecker(self.vocabulary, self.templates, [c.sentence for c in self.all_constraints])
 
     @cached_property
-    def _clingo(self):  # noqa: ANN202 - private; ConstraintChecker
+    def _clingo(self) -> ConstraintChecker:
         from clevr_game.asp.checker import ConstraintChecker
 
         return ConstraintChecker(self)

@@ -21,7 +21,7 @@ from clevr_game.asp.regions import NUM_REGIONS, region_zones
 from clevr_game.errors import ClevrGameError
 from clevr_game.layout import sample_layout
 from clevr_game.scene import DEFAULT_DIRECTIONS, Scene, SceneObject, project_to_pixels
-from clevr_game.vocab import ATTRIBUTES
+from clevr_game.vocab import ATTRIBUTES, Vocabulary
 
 REGION_MARGIN = 0.1
 """Generated centres keep this distance from the dividing lines, so regions are unambiguous."""
@@ -120,7 +120,7 @@ def build_scene(
     regions: np.ndarray,
     xy: np.ndarray,
     rng: np.random.Generator,
-    vocabulary,  # noqa: ANN001 - a Vocabulary
+    vocabulary: Vocabulary,
     image_index: int = 0,
     split: str = "poc",
 ) -> Scene:
