@@ -26,6 +26,7 @@ from clevr_game.scene import Scene
 DEVICES = ("auto", "cpu", "gpu")
 CLEVR_MIN_PIXELS = 200
 """CLEVR's minimum visible pixels per object, at its 320 x 240 render size."""
+CLEVR_INDEX_SIZE = (320, 240)
 _COVERAGE_MEMORY = 100_000
 
 
@@ -63,7 +64,7 @@ class Renderer:
         use_cache: bool = True,
         clevr_assets: str | os.PathLike[str] | None = None,
         device: str = "auto",
-        index_size: tuple[int, int] = (320, 240),
+        index_size: tuple[int, int] = CLEVR_INDEX_SIZE,
         min_pixels: int = CLEVR_MIN_PIXELS,
         job_timeout: float | None = None,
         retries: int = 1,
@@ -239,9 +240,16 @@ class Renderer:
 
         return done
 
+    @property
+    def pixel_threshold(self) -> float:
+        """`min_pixels` (counted at CLEVR's 320 x 240) scaled to the index-pass size."""
+        width, height = self.index_size
+        return self.min_pixels * (width * height) / (CLEVR_INDEX_SIZE[0] * CLEVR_INDEX_SIZE[1])
+
     def hidden_objects(self, scene: Scene) -> list[int]:
-        """Indices of objects with fewer than `min_pixels` visible pixels (the enforcer's visibility hook)."""
-        return [i for i, count in enumerate(self.visible_pixels(scene)) if count < self.min_pixels]
+        """Indices of objects with too few visible pixels (the boundary enforcer's visibility hook)."""
+        threshold = self.pixel_threshold
+        return [i for i, count in enumerate(self.visible_pixels(scene)) if count < threshold]
 
 
 def _label(paths: list[Path], key: str) -> str:
