@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from agents.distribution import BatchedMultiCategorical
-from agents.features import FeatureCache
+from agents.features import FeatureCache, LiveFeatures
 from agents.policy import AdversaryHeads, value_head
 from envs.vector import AdversarialVectorEnv
 
@@ -29,8 +29,8 @@ from envs.vector import AdversarialVectorEnv
 class A2CConfig:
     steps: int = 20_000
     num_envs: int = 128
-    learning_rate: float = 1e-3
-    entropy_coef: float = 0.01
+    learning_rate: float = 5e-4
+    entropy_coef: float = 0.03
     value_coef: float = 0.5
     max_grad_norm: float = 0.5
     head_hidden: int = 128
@@ -61,7 +61,7 @@ class Adversary(nn.Module):
         return logits, self.value(self.heads.critic_body(g)).squeeze(-1)
 
 
-def policy_actions(adversary: Adversary, cache: FeatureCache, deterministic: bool = False
+def policy_actions(adversary: Adversary, cache: FeatureCache | LiveFeatures, deterministic: bool = False
                    ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """An action source for agents.evaluation: the policy sampled (or its mode) per item and heads."""
     dist = BatchedMultiCategorical()
@@ -82,13 +82,14 @@ def _save_atomic(payload: dict, path: Path) -> None:
 
 
 class A2CTrainer:
-    def __init__(self, env: AdversarialVectorEnv, cache: FeatureCache, config: A2CConfig,
+    def __init__(self, env: AdversarialVectorEnv, cache: FeatureCache | LiveFeatures, config: A2CConfig,
                  checkpoint: str | os.PathLike[str] | None = None,
                  log: Callable[[int, dict], None] | None = None):
         self.env, self.cache, self.config = env, cache, config
         torch.manual_seed(config.seed)
-        self.adversary = Adversary(cache.globals.shape[1], cache.objects.shape[2], config.head_hidden)
-        self.optimizer = torch.optim.Adam(self.adversary.parameters(), lr=config.learning_rate)
+        self.adversary = Adversary(cache.global_dim, cache.slot_dim, config.head_hidden)
+        self.parameters = list(self.adversary.parameters()) + list(cache.parameters())
+        self.optimizer = torch.optim.Adam(self.parameters, lr=config.learning_rate)
         self.dist = BatchedMultiCategorical()
         self.history = History()
         self.update = 0
@@ -107,6 +108,7 @@ class A2CTrainer:
         return {
             "config": asdict(self.config), "update": self.update,
             "adversary": self.adversary.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "features": [p.detach().clone() for p in self.cache.parameters()],
             "torch_rng": self.generator.get_state(), "env": self.env.get_state(),
             "history": asdict(self.history),
         }
@@ -117,6 +119,9 @@ class A2CTrainer:
             raise ValueError(f"{self.checkpoint}: written with another configuration; remove it or use the same options")
         self.update = state["update"]
         self.adversary.load_state_dict(state["adversary"])
+        with torch.no_grad():
+            for param, saved in zip(self.cache.parameters(), state["features"], strict=True):
+                param.copy_(saved)
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["torch_rng"])
         self.env.set_state(state["env"])
@@ -148,7 +153,7 @@ class A2CTrainer:
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(self.adversary.parameters(), cfg.max_grad_norm)
+        nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm)
         self.optimizer.step()
         self.update += 1
         final = infos["final_info"]

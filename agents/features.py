@@ -95,6 +95,10 @@ class FeatureCache:
         self.globals = torch.cat(globals_)
         self.objects = torch.cat(objects_)
         self.present = torch.as_tensor(pool.present, device=device)
+        self.global_dim = self.slot_dim = network.config.width
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return []  # frozen: nothing of the network is trained
 
     def lookup(self, indices: np.ndarray, heads: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(global, slot encodings, presence) of items under head assignments (B, 10)."""
@@ -102,3 +106,24 @@ class FeatureCache:
         slots = torch.as_tensor(heads, dtype=torch.long)
         objects = self.objects[rows[:, None], slots]
         return self.globals[rows], objects, self.present[rows[:, None], slots].float()
+
+
+class LiveFeatures:
+    """Features computed on every step, with gradients: the fine-tuning counterpart of FeatureCache."""
+
+    def __init__(self, network: StateRelationNetwork, word_map: np.ndarray, pool: ItemPool):
+        self.network, self.pool = network, pool
+        self.read = ObservationReader(word_map)
+        width = network.config.width
+        self.global_dim = self.slot_dim = width
+        network.train()
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.network.parameters())
+
+    def lookup(self, indices: np.ndarray, heads: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        obs = encode(self.pool, np.asarray(indices), np.asarray(heads))
+        positions, attributes, present, words = self.read(torch.as_tensor(obs["objects"]),
+                                                          torch.as_tensor(obs["question"]))
+        g, objects = relational_features(self.network, positions, attributes, present, words)
+        return g, objects, present.float()

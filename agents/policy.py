@@ -17,7 +17,13 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch import nn
 
-from agents.distribution import NUM_BINS, NUM_HEADS, BatchedMultiCategorical, mask_empty_heads
+from agents.distribution import (
+    NUM_BINS,
+    NUM_HEADS,
+    STAY_BIN,
+    BatchedMultiCategorical,
+    mask_empty_heads,
+)
 
 VALUE_SCALE = 1.2  # rewards lie in [-0.8, 1]; 1.2 * tanh covers them with room to spare
 
@@ -34,7 +40,8 @@ class ScaledTanh(nn.Module):
 class AdversaryHeads(nn.Module):
     """(global, slots, present) -> masked logits (B, 10, 2, 7) and critic hidden state."""
 
-    def __init__(self, global_dim: int, slot_dim: int, hidden: int = 128, critic_hidden: int = 64):
+    def __init__(self, global_dim: int, slot_dim: int, hidden: int = 128, critic_hidden: int = 64,
+                 stay_bias: float = 2.0):
         super().__init__()
         self.global_dim, self.slot_dim = global_dim, slot_dim
         self.actor = nn.Sequential(
@@ -42,6 +49,13 @@ class AdversaryHeads(nn.Module):
             nn.Linear(hidden, hidden), nn.ReLU(),
             nn.Linear(hidden, 2 * NUM_BINS),
         )
+        # Start near the original scene: a uniform policy moves every object at once, which is
+        # almost always an invalid scene (isr), and the agent then learns only to stand still.
+        with torch.no_grad():
+            last = self.actor[-1]
+            last.weight.mul_(0.1)
+            last.bias.zero_()
+            last.bias.view(2, NUM_BINS)[:, STAY_BIN] = stay_bias
         self.critic_body = nn.Sequential(
             nn.Linear(global_dim, hidden), nn.ReLU(),
             nn.Linear(hidden, critic_hidden), nn.ReLU(),
@@ -99,6 +113,9 @@ class AdversaryPolicy(ActorCriticPolicy):
         self.value_net = value_head(self.mlp_extractor.latent_dim_vf)
         # Parameters changed after SB3 built its optimiser: build it again over the real ones.
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+    def _get_action_dist_from_latent(self, latent_pi: torch.Tensor) -> BatchedMultiCategorical:
+        return self.action_dist.proba_distribution(self.action_net(latent_pi))
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()

@@ -97,6 +97,47 @@ def _add_game_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_play)
 
 
+# ------------------------------------------------------------------ the adversary (issue 7)
+
+
+def _cmd_attack(args: argparse.Namespace) -> int | None:
+    from agents.attack import AttackOptions, last_line, run_attack
+
+    options = AttackOptions(
+        player=args.player, items=args.items, minigame_size=args.minigame_size, minigame=args.minigame,
+        seed=args.seed, steps=args.steps, out=args.out, split_seed=args.split_seed, num_envs=args.num_envs,
+        eval_samples=args.eval_samples, learning_rate=args.lr, entropy_coef=args.entropy_coef,
+        fine_tune=args.fine_tune, adversary_weights=args.adversary_weights, mode=args.mode,
+        progress=not args.no_progress,
+    )
+    result = run_attack(options)
+    print(f"random adversary: consistency: {result['random_consistency']:.4f} drop: {result['random_drop']:.4f}")
+    print(f"wrote {args.out}/result.json")
+    print(last_line(result))
+    return 0
+
+
+def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("attack", help="train an adversary on one mini-game; last line `consistency: X drop: Y`")
+    p.add_argument("--player", required=True)
+    p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json)")
+    p.add_argument("--minigame-size", type=int, default=10)
+    p.add_argument("--minigame", type=int, default=0, help="which mini-game of the split (0-based)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the split into mini-games")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=20_000, help="env steps of training")
+    p.add_argument("--num-envs", type=int, default=128)
+    p.add_argument("--eval-samples", type=int, default=32, help="moves per item when evaluating")
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--entropy-coef", type=float, default=0.03)
+    p.add_argument("--fine-tune", action="store_true", help="train the relation network too (default: frozen)")
+    p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
+    p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement")
+    p.add_argument("--out", default="runs/attack")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_attack)
+
+
 # ------------------------------------------------------------------ CLEVR-POC (issue 3)
 
 
@@ -104,6 +145,21 @@ def _add_poc_commands(sub: argparse._SubParsersAction) -> None:
     from clevr_game.asp.commands import add_poc_commands
 
     add_poc_commands(sub)
+
+
+# ------------------------------------------------------------------ players and rendering (issues 5, 6)
+
+
+def _add_player_commands(sub: argparse._SubParsersAction) -> None:
+    from players.commands import add_player_commands
+
+    add_player_commands(sub)
+
+
+def _add_render_commands(sub: argparse._SubParsersAction) -> None:
+    from clevr_game.render.commands import add_render_commands
+
+    add_render_commands(sub)
 
 
 # ------------------------------------------------------------------ entry point
@@ -114,7 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_world_commands(sub)
     _add_game_commands(sub)
+    _add_attack_commands(sub)
     _add_poc_commands(sub)
+    for optional in (_add_player_commands, _add_render_commands):
+        try:
+            optional(sub)
+        except ModuleNotFoundError as exc:  # a command group whose module is not written yet
+            if not (exc.name or "").startswith(("players.commands", "clevr_game.render")):
+                raise
     return parser
 
 

@@ -1,0 +1,139 @@
+"""`clevr-game attack`: train one adversary on one mini-game against one player, then evaluate it.
+
+The run folder holds everything: the mini-game manifest, the training checkpoint
+(a killed run resumes from it), TensorBoard logs, the learning curves as a PNG,
+and `result.json` with the scores of the trained adversary and of the random
+adversary on the same items with the same number of samples.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from clevr_game.errors import InputError
+from clevr_game.scene import write_json_atomic
+
+RESULT_FILE = "result.json"
+
+
+@dataclass
+class AttackOptions:
+    player: str
+    items: str
+    minigame_size: int = 10
+    minigame: int = 0
+    seed: int = 0
+    steps: int = 20_000
+    out: str = "runs/attack"
+    split_seed: int = 0
+    num_envs: int = 128
+    eval_samples: int = 32
+    learning_rate: float = 5e-4
+    entropy_coef: float = 0.03
+    fine_tune: bool = False
+    adversary_weights: str | None = None
+    mode: str = "displacement"
+    progress: bool = True
+
+
+def _learning_curve_png(history: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
+    top.plot(history.steps, history.reward, lw=1)
+    top.set_ylabel("mean reward")
+    bottom.plot(history.steps, history.invalid, lw=1, label="invalid share")
+    bottom.plot(history.steps, history.changed, lw=1, label="changed share")
+    bottom.set_xlabel("env steps")
+    bottom.legend()
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def run_attack(options: AttackOptions) -> dict:
+    """Train, evaluate, write RUN/result.json; returns the result dict."""
+    from tqdm import tqdm
+
+    from agents.a2c import A2CConfig, A2CTrainer, policy_actions
+    from agents.evaluation import evaluate, random_actions, scores
+    from agents.features import FeatureCache, LiveFeatures
+    from agents.pretrained import load_adversary_network
+    from envs.items import ItemPool, load_items
+    from envs.minigames import MiniGames, split_minigames
+    from envs.vector import AdversarialVectorEnv
+    from players.registry import load as load_player
+
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    items = load_items(options.items)
+    ids = [it.item_id for it in items]
+    manifest_path = out / "minigames.json"
+    if manifest_path.is_file():
+        games = MiniGames.load(manifest_path)
+        if games.size != options.minigame_size:
+            raise InputError(f"{manifest_path}: mini-games of size {games.size}, asked for {options.minigame_size}")
+    else:
+        games = split_minigames(ids, options.minigame_size, options.split_seed)
+        games.save(manifest_path)
+    chosen = games.indices(ids, options.minigame)
+    pool = ItemPool([items[i] for i in chosen])
+
+    network, word_map = load_adversary_network(options.adversary_weights, pool.words)
+    features = LiveFeatures(network, word_map, pool) if options.fine_tune else FeatureCache(network, word_map, pool)
+    config = A2CConfig(steps=options.steps, num_envs=options.num_envs, learning_rate=options.learning_rate,
+                       entropy_coef=options.entropy_coef, seed=options.seed)
+    with load_player(options.player) as player:
+        env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode)
+        writer = _tensorboard(out / "tb")
+        log = (lambda step, metrics: [writer.add_scalar(f"train/{k}", v, step) for k, v in metrics.items()]) \
+            if writer else None
+        trainer = A2CTrainer(env, features, config, checkpoint=out / "checkpoint.pt", log=log)
+        done = trainer.update * config.num_envs
+        with tqdm(total=trainer.total_updates * config.num_envs, initial=done, desc="attack", unit="step",
+                  disable=not options.progress, leave=False) as bar:
+            history = trainer.train(progress=bar.update)
+        if writer:
+            writer.close()
+        game = env.game
+        everyone = list(range(len(pool)))
+        trained = evaluate(game, everyone, policy_actions(trainer.adversary, features),
+                           options.eval_samples, seed=options.seed + 1)
+        random = evaluate(game, everyone, random_actions(options.seed + 2), options.eval_samples,
+                          seed=options.seed + 1)
+    trained_scores, random_scores = scores(trained), scores(random)
+    _learning_curve_png(history, out / "learning_curve.png")
+    result = {
+        "options": {k: v for k, v in asdict(options).items() if k != "progress"},
+        **trained_scores.to_json(),
+        "random_consistency": random_scores.consistency,
+        "random_drop": random_scores.drop,
+        "random_invalid": random_scores.invalid,
+        "eval_samples": options.eval_samples,
+        "items": [r.to_json() for r in trained],
+        "random_items": [{"item_id": r.item_id, "changed": r.changed, "dropped": r.dropped} for r in random],
+        "history": asdict(history),
+    }
+    write_json_atomic(out / RESULT_FILE, result)
+    return result
+
+
+def _tensorboard(folder: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is a declared dependency; tolerate a trimmed install
+        return None
+    return SummaryWriter(str(folder))
+
+
+def last_line(result: dict) -> str:
+    return f"consistency: {result['consistency']:.4f} drop: {result['drop']:.4f}"
+
