@@ -391,6 +391,11 @@ def test_with_coords_recomputes_only_relations() -> None:
     as_array = np.array(vectors)
     assert facts.with_coords(moved_coords, as_array) == moved
     assert SceneFacts.from_arrays(ids, moved_coords, vectors, CLEVR) == moved
+    # Relations are computed when read, from a copy: reusing the coordinate buffer is safe.
+    buffer = moved_coords.copy()
+    lazy = facts.with_coords(buffer)
+    buffer[:] = [[-2.0, 0.0, 0.35], [2.0, 0.0, 0.7]]
+    assert lazy == moved
     # The attribute part is remembered per id array, whatever object carries the ids.
     assert SceneFacts.from_arrays(ids.tolist(), moved_coords, vectors, CLEVR).masks is moved.masks
 

@@ -56,12 +56,16 @@ class Relations(dict[int, int]):
     __slots__ = ("coords", "directions")
 
     def __missing__(self, key: int) -> int:
+        coords = self.coords
+        if type(coords) is not list:
+            # Converted on the first relation read: many programs never relate.
+            coords = self.coords = coords.tolist()
         index, relation = divmod(key, RELATION_COUNT)
-        x, y, z = self.coords[index]
+        x, y, z = coords[index]
         dx, dy, dz = self.directions[relation]
         mask, bit = 0, 1
         # Difference first, then the dot product, summed left to right: CLEVR's arithmetic.
-        for xj, yj, zj in self.coords:
+        for xj, yj, zj in coords:
             if (xj - x) * dx + (yj - y) * dy + (zj - z) * dz > RELATION_THRESHOLD:
                 mask |= bit
             bit <<= 1
@@ -69,7 +73,7 @@ class Relations(dict[int, int]):
         return mask
 
 
-def _relations(coords: list[list[float]], directions: Directions) -> Relations:
+def _relations(coords: np.ndarray | list[list[float]], directions: Directions) -> Relations:
     relations = Relations()
     relations.coords = coords
     relations.directions = directions
@@ -99,11 +103,12 @@ def relation_directions(directions: DirectionsLike) -> Directions:
     return tuple(vectors)
 
 
-def _coordinate_rows(coords: Any, count: int) -> list[list[float]]:
-    rows = np.asarray(coords, dtype=np.float64)
+def _coordinate_rows(coords: Any, count: int) -> np.ndarray:
+    # A copy: the caller may reuse its buffer before the relations are read.
+    rows = np.array(coords, dtype=np.float64)
     if rows.shape != (count, 3):
         raise InputError(f"coords: expected shape ({count}, 3), got {rows.shape}")
-    return rows.tolist()
+    return rows
 
 
 def relation_masks(coords: Any, directions: DirectionsLike) -> list[list[int]]:
@@ -253,9 +258,7 @@ class SceneFacts:
         return f"SceneFacts(count={self.count}, vocabulary={self.vocabulary.name!r})"
 
 
-def _stored_relations(
-    stored: dict[str, list[list[int]]], rows: list[list[float]], directions: Directions
-) -> Relations:
+def _stored_relations(stored: dict[str, list[list[int]]], rows: np.ndarray, directions: Directions) -> Relations:
     relations = _relations(rows, directions)
     for r, rel in enumerate(RELATIONS):
         for i, indices in enumerate(stored[rel]):
