@@ -19,7 +19,7 @@ from clevr_game.vocab import COLOR_RGB
 SHAPES: tuple[str, ...] = ("cube", "sphere", "cylinder", "cone")
 MATERIALS: tuple[str, ...] = ("rubber", "metal")
 
-RENDERER_VERSION = 1
+RENDERER_VERSION = 2
 """Bumped whenever the built scene changes, so old cache entries stop matching."""
 
 _DIGITS = 6  # coordinates are floats from JSON; 1e-6 is far below a pixel

@@ -13,7 +13,7 @@ import bpy
 RGB = tuple[float, float, float]
 
 # Workbench's studio lighting reads these viewport values instead of the node tree.
-_VIEWPORT = {"rubber": (0.0, 0.75), "metal": (1.0, 0.25)}  # (metallic, roughness)
+_VIEWPORT = {"rubber": (0.0, 0.8), "metal": (0.4, 0.3)}  # (metallic, roughness)
 
 
 def _principled(material: bpy.types.Material) -> bpy.types.Node:
@@ -33,13 +33,13 @@ def _code_shader(material: bpy.types.Material, kind: str, rgb: RGB) -> None:
     bsdf.inputs["Base Color"].default_value = (*rgb, 1.0)
     if kind == "metal":
         bsdf.inputs["Metallic"].default_value = 1.0
-        bsdf.inputs["Roughness"].default_value = 0.2
+        bsdf.inputs["Roughness"].default_value = 0.3
         bsdf.inputs["Anisotropic"].default_value = 0.25
     else:
         bsdf.inputs["Metallic"].default_value = 0.0
         bsdf.inputs["Roughness"].default_value = 0.75
-        bsdf.inputs["Specular IOR Level"].default_value = 0.3
-        bsdf.inputs["Sheen Weight"].default_value = 0.2
+        bsdf.inputs["Specular IOR Level"].default_value = 0.25
+        bsdf.inputs["Sheen Weight"].default_value = 0.1
 
 
 def asset_shader(groups: dict[str, bpy.types.NodeTree]) -> Callable[[bpy.types.Material, str, RGB], None]:

@@ -6,6 +6,8 @@ base_scene.blend (read with bpy 5.0.1); its lamps track an empty at the origin.
 
 from __future__ import annotations
 
+import math
+
 import bmesh
 import bpy
 from mathutils import Matrix, Vector
@@ -21,8 +23,14 @@ _AREA_LIGHTS = (
 _SUN_ROTATION = (0.236, 0.417, 0.097)
 _SUN_STRENGTH = 0.45
 _SUN_ANGLE = 0.199
-_GROUND_HALF_SIZE = 60.0  # reaches past the top edge of the frame, so no horizon shows
 _GROUND_GRAY = 0.8  # Cycles' default surface, which is what CLEVR's material-less ground got
+# CLEVR's ground is a photo backdrop: flat under the objects, rising in a smooth curve into
+# a wall far behind them, its normal turned 2.698 rad about z. The rise is modelled as
+# z = a * exp(k * d) at distance d from the origin (fitted by eye to the asset's profile).
+_BACKDROP_ANGLE = 2.698
+_BACKDROP_NEAR, _BACKDROP_FAR, _BACKDROP_HALF_WIDTH = -24.0, 18.1, 30.0
+_BACKDROP_RISE, _BACKDROP_GROWTH = 0.00065, 0.577
+_BACKDROP_STEPS = 64
 
 
 def _link(scene: bpy.types.Scene, obj: bpy.types.Object) -> bpy.types.Object:
@@ -59,14 +67,31 @@ def _add_lights(scene: bpy.types.Scene) -> None:
     sun.rotation_euler = _SUN_ROTATION
 
 
-def _add_ground(scene: bpy.types.Scene) -> None:
-    mesh = bpy.data.meshes.new("Ground")
+def _backdrop_mesh() -> bpy.types.Mesh:
+    """The ground: a strip along the backdrop's normal, flat near the objects and curving up far away."""
+    normal = Vector((math.cos(_BACKDROP_ANGLE), math.sin(_BACKDROP_ANGLE), 0.0))
+    along = Vector((-normal.y, normal.x, 0.0))
     bm = bmesh.new()
     try:
-        bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=_GROUND_HALF_SIZE)
+        rows = []
+        for step in range(_BACKDROP_STEPS + 1):
+            # Denser steps where the curve bends (the far end), sparse on the flat floor.
+            t = step / _BACKDROP_STEPS
+            distance = _BACKDROP_NEAR + (_BACKDROP_FAR - _BACKDROP_NEAR) * math.sqrt(t)
+            height = _BACKDROP_RISE * math.exp(_BACKDROP_GROWTH * distance)
+            centre = normal * distance + Vector((0.0, 0.0, height))
+            rows.append([bm.verts.new(centre + along * side * _BACKDROP_HALF_WIDTH) for side in (-1, 1)])
+        for (a, b), (c, d) in zip(rows, rows[1:], strict=False):
+            bm.faces.new((a, c, d, b)).smooth = True  # counter-clockwise from above: normals face up
+        mesh = bpy.data.meshes.new("Ground")
         bm.to_mesh(mesh)
     finally:
         bm.free()
+    return mesh
+
+
+def _add_ground(scene: bpy.types.Scene) -> None:
+    mesh = _backdrop_mesh()
     material = bpy.data.materials.new("Ground")
     bsdf = next(n for n in material.node_tree.nodes if n.bl_idname == "ShaderNodeBsdfPrincipled")
     bsdf.inputs["Base Color"].default_value = (_GROUND_GRAY, _GROUND_GRAY, _GROUND_GRAY, 1.0)
