@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import time
@@ -31,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from clevr_game.programs import (
-    Program,
     SceneFacts,
     compile_program,
     compile_scene_dict,
@@ -45,22 +45,31 @@ from clevr_game.scene import RELATION_THRESHOLD, parse_scene
 from clevr_game.vocab import RELATIONS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clevr_real"
-Job = tuple[Program, Any]
+CHUNK = 100
+"""Items per timed chunk: short timings are rarely hit by a burst of load elsewhere."""
+
+Work = Callable[[int, int], None]
+"""work(repetition, chunk): run one chunk of a side's items."""
 
 
-def _best_rates(sides: Sequence[Callable[[], int]], repeats: int) -> list[float]:
-    """Items per second of each side, the fastest of `repeats` runs (the least disturbed).
+def _chunks(items: Sequence[Any]) -> list[Sequence[Any]]:
+    return [items[start:start + CHUNK] for start in range(0, len(items), CHUNK)]
 
-    The sides take turns within each repetition, so a change of load on the
-    machine hits them alike instead of skewing the ratio.
+
+def _rates(sides: Sequence[Work], chunk_sizes: Sequence[int], repeats: int) -> list[float]:
+    """Items per second of each side: the sum over chunks of each chunk's fastest time.
+
+    The sides take turns chunk by chunk, so a slow phase of the (shared) machine
+    hits them alike; keeping each chunk's best of `repeats` drops the disturbed runs.
     """
-    best = [0.0] * len(sides)
-    for _ in range(repeats):
-        for position, work in enumerate(sides):
-            start = time.perf_counter()
-            done = work()
-            best[position] = max(best[position], done / (time.perf_counter() - start))
-    return best
+    best = [[math.inf] * len(chunk_sizes) for _ in sides]
+    for repetition in range(repeats):
+        for chunk in range(len(chunk_sizes)):
+            for position, work in enumerate(sides):
+                start = time.perf_counter()
+                work(repetition, chunk)
+                best[position][chunk] = min(best[position][chunk], time.perf_counter() - start)
+    return [sum(chunk_sizes) / sum(times) for times in best]
 
 
 def _row(name: str, unit: str, baseline: float, value: float) -> dict[str, Any]:
@@ -104,26 +113,24 @@ def _program_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, 
     for name, jobs in suites.items():
         for program, _ in jobs:
             compile_program(program).generate()  # once per program, as a hot program gets; not timed
-        baseline_jobs = [(p, scenes[i]) for p, i in jobs]
-        fast_jobs = [(p, facts[i]) for p, i in jobs]
-        expected = [reference_execute(p, s) for p, s in baseline_jobs]
-        if [execute(p, f) for p, f in fast_jobs] != expected:
+        baseline_jobs = _chunks([(p, scenes[i]) for p, i in jobs])
+        fast_jobs = _chunks([(p, facts[i]) for p, i in jobs])
+        expected = [reference_execute(p, s) for chunk in baseline_jobs for p, s in chunk]
+        if [execute(p, f) for chunk in fast_jobs for p, f in chunk] != expected:
             raise AssertionError(f"{name}: the fast executor disagrees with the reference")
 
-        def baseline(jobs: list[Job] = baseline_jobs) -> int:
-            for program, scene in jobs:
+        def baseline(repetition: int, chunk: int, jobs: list = baseline_jobs) -> None:
+            for program, scene in jobs[chunk]:
                 reference_execute(program, scene)
-            return len(jobs)
 
-        def fast(jobs: list[Job] = fast_jobs) -> int:
-            for program, scene_facts in jobs:
+        def fast(repetition: int, chunk: int, jobs: list = fast_jobs) -> None:
+            for program, scene_facts in jobs[chunk]:
                 execute(program, scene_facts)
-            return len(jobs)
 
         nodes = statistics.mean(len(p) for p, _ in jobs)
         rows.append(_row(
             f"{name} ({len(jobs)} runs, {nodes:.1f} nodes avg)", "programs/s",
-            *_best_rates([baseline, fast], repeats),
+            *_rates([baseline, fast], [len(c) for c in fast_jobs], repeats),
         ))
     return rows
 
@@ -132,29 +139,25 @@ def _one_shot_row(scenes: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
     """Programs never seen before, each run once: the fast side pays type check and steps."""
     facts = [compile_scene_dict(scene) for scene in scenes]
     rng = random.Random(2)
+    # A fresh set of programs per repetition, so the fast side never finds one compiled.
     batches = [
-        [(random_program(rng, objects=scene["objects"]), i) for i, scene in enumerate(scenes)]
-        for _ in range(2 * repeats + 1)
+        _chunks([(random_program(rng, objects=scene["objects"]), i) for i, scene in enumerate(scenes)])
+        for _ in range(repeats + 1)
     ]
-    check = batches.pop()
+    check = [job for chunk in batches.pop() for job in chunk]
     if [execute(p, facts[i]) for p, i in check] != [reference_execute(p, scenes[i]) for p, i in check]:
         raise AssertionError("one-shot programs: the fast executor disagrees with the reference")
-    fresh = iter(batches)
 
-    def baseline() -> int:
-        batch = next(fresh)
-        for program, index in batch:
+    def baseline(repetition: int, chunk: int) -> None:
+        for program, index in batches[repetition][chunk]:
             reference_execute(program, scenes[index])
-        return len(batch)
 
-    def fast() -> int:
-        batch = next(fresh)
-        for program, index in batch:
+    def fast(repetition: int, chunk: int) -> None:
+        for program, index in batches[repetition][chunk]:
             execute(program, facts[index])
-        return len(batch)
 
     return _row(f"one-shot programs, compile included ({len(scenes)} per run)", "programs/s",
-                *_best_rates([baseline, fast], repeats))
+                *_rates([baseline, fast], [len(c) for c in batches[0]], repeats))
 
 
 def _moved_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
@@ -162,7 +165,7 @@ def _moved_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, An
     np_rng = np.random.default_rng(1)
     parsed = [parse_scene(scene) for scene in scenes]
     ids = [scene.attribute_ids() for scene in parsed]
-    matrix = relation_directions(parsed[0].directions)
+    directions = relation_directions(parsed[0].directions)
     start_facts = [compile_scene_dict(scene) for scene in scenes]
     programs = [random_program(rng, objects=scene["objects"], composites=rng.random() < 0.5) for scene in scenes]
     moves = []  # (scene index, moved coords array, moved object dicts)
@@ -179,28 +182,31 @@ def _moved_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, An
         relationships = python_relationships(objects, scenes[index]["directions"])
         return reference_execute(programs[index], {"objects": objects, "relationships": relationships})
 
+    def arrays_answer(index: int, coords: np.ndarray) -> str:
+        return execute(programs[index], SceneFacts.from_arrays(ids[index], coords, directions, parsed[index].vocabulary))
+
     expected = [baseline_answer(i, objects) for i, _, objects in moves]
-    by_arrays = [execute(programs[i], SceneFacts.from_arrays(ids[i], c, matrix, parsed[i].vocabulary)) for i, c, _ in moves]
+    by_arrays = [arrays_answer(i, c) for i, c, _ in moves]
     by_moving = [execute(programs[i], start_facts[i].with_coords(c)) for i, c, _ in moves]
     if not expected == by_arrays == by_moving:
         raise AssertionError("moved scenes: the fast executor disagrees with the reference")
+    chunks = _chunks(moves)
 
-    def baseline() -> int:
-        for index, _, objects in moves:
+    def baseline(repetition: int, chunk: int) -> None:
+        for index, _, objects in chunks[chunk]:
             baseline_answer(index, objects)
-        return len(moves)
 
-    def from_arrays() -> int:
-        for index, coords, _ in moves:
-            execute(programs[index], SceneFacts.from_arrays(ids[index], coords, matrix, parsed[index].vocabulary))
-        return len(moves)
+    def from_arrays(repetition: int, chunk: int) -> None:
+        for index, coords, _ in chunks[chunk]:
+            execute(programs[index], SceneFacts.from_arrays(ids[index], coords, directions, parsed[index].vocabulary))
 
-    def with_coords() -> int:
-        for index, coords, _ in moves:
+    def with_coords(repetition: int, chunk: int) -> None:
+        for index, coords, _ in chunks[chunk]:
             execute(programs[index], start_facts[index].with_coords(coords))
-        return len(moves)
 
-    base, by_arrays_rate, by_moving_rate = _best_rates([baseline, from_arrays, with_coords], repeats)
+    base, by_arrays_rate, by_moving_rate = _rates(
+        [baseline, from_arrays, with_coords], [len(c) for c in chunks], repeats
+    )
     objects = statistics.mean(len(scene) for scene in parsed)
     return [
         _row(f"moved scene: from_arrays + execute ({objects:.1f} objects avg)", "moves/s", base, by_arrays_rate),
@@ -209,11 +215,11 @@ def _moved_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, An
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    """Measure every row; `quick` uses 100 scenes and 3 repetitions instead of 500 and 5."""
+    """Measure every row; `quick` uses 100 scenes and 3 repetitions instead of 500 and 7."""
     scenes = json.loads((DATA / "CLEVR_val_scenes_500.json").read_text())["scenes"]
     if quick:
         scenes = scenes[:100]
-    repeats = 3 if quick else 5
+    repeats = 3 if quick else 7
     return _program_rows(scenes, repeats) + [_one_shot_row(scenes, repeats)] + _moved_rows(scenes, repeats)
 
 
