@@ -3,19 +3,19 @@
 Each enforcer gives a Verdict with a human-readable reason. `judge` applies them
 cheapest first and stops at the first rejection, so a rejected scene is never
 rendered nor shown to a player. Every rule is enforced in every mode (the
-paper's code checked scene validity only when rendering).
+paper's code checked scene validity only when rendering). The game judges the
+boundary of a whole batch at once with `clevr_game.layout.judge_batch` (same
+rules, same reasons) and then calls these enforcers per surviving scene.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
+from typing import Any, Protocol
 
 from clevr_game.layout import first_violation
-from clevr_game.programs import Program, execute_scene
+from clevr_game.programs import Program, SceneFacts, compile_scene, execute
 from clevr_game.scene import Scene
 
 
@@ -30,10 +30,20 @@ class Verdict:
 
 
 class Judged(Protocol):
-    """What an enforcer needs to know of the item behind a moved scene."""
+    """What the enforcers need to know of the item behind a moved scene."""
 
     program: Program
     answer: str
+    environment: str | None
+
+
+class ConstraintRules(Protocol):
+    """The referee of items with an environment (CLEVR-POC): constraints and set answers."""
+
+    def check(self, item: Any, visible: Scene) -> Any:
+        """An object with `ok` and `failed` (the English sentences of broken constraints)."""
+
+    def true_answer(self, item: Any, visible: Scene) -> str: ...
 
 
 VisibilityCheck = Callable[[Scene], list[int]]
@@ -53,51 +63,55 @@ class BoundaryEnforcer:
         violation = first_violation(scene.coords(), scene.radii(), scene.directions)
         if violation is not None:
             return Verdict(self.name, False, violation.reason(described))
+        return self.judge_visibility(scene)
+
+    def judge_visibility(self, scene: Scene) -> Verdict:
         if self.visibility is not None:
             hidden = self.visibility(scene)
             if hidden:
-                return Verdict(self.name, False, f"object {hidden[0]} ({described[hidden[0]]}) is not visible")
+                what = scene.objects[hidden[0]].describe()
+                return Verdict(self.name, False, f"object {hidden[0]} ({what}) is not visible")
         return Verdict(self.name, True)
 
 
-class ConstraintChecker(Protocol):
-    """An environment's check of a complete scene (CLEVR-POC): ok, and the failed sentences."""
-
-    def check(self, scene: Scene) -> object: ...
-
-
 class AspEnforcer:
-    """The item's environment must still hold; regions follow from the new coordinates."""
+    """An item's environment must still hold; regions follow from the new coordinates."""
 
     name = "asp"
 
-    def __init__(self, environments: dict[str, ConstraintChecker] | None = None):
-        self.environments = environments or {}
+    def __init__(self, rules: ConstraintRules | None = None):
+        self.rules = rules
 
-    def judge(self, scene: Scene, item: Judged | None = None) -> Verdict:
-        env_id = getattr(item, "environment", None)
-        if env_id is None:
+    def judge(self, scene: Scene, item: Judged) -> Verdict:
+        if item.environment is None:
             return Verdict(self.name, True)
-        environment = self.environments.get(env_id)
-        if environment is None:
-            return Verdict(self.name, False, f"unknown environment {env_id!r}")
-        result = environment.check(scene)
+        if self.rules is None:
+            return Verdict(self.name, False, f"no rules to check environment {item.environment!r}")
+        result = self.rules.check(item, scene)
         if result.ok:
             return Verdict(self.name, True)
         return Verdict(self.name, False, result.failed[0] if result.failed else "environment violated")
 
 
 class RelevanceEnforcer:
-    """Re-execute the question on the moved scene: the true answer must not change."""
+    """Re-execute the question on the moved scene: the true answer must not change.
+
+    CLEVR items run their program (on `facts` when the caller has them, e.g. the
+    relations of a moved scene computed in bulk); CLEVR-POC items ask the rules.
+    """
 
     name = "relevance"
 
-    def __init__(self, answer_of: Callable[[Scene, Judged], str] | None = None):
-        # CLEVR-POC items answer through clingo; CLEVR items through the program executor.
-        self.answer_of = answer_of or (lambda scene, item: execute_scene(item.program, scene))
+    def __init__(self, rules: ConstraintRules | None = None):
+        self.rules = rules
 
-    def judge(self, scene: Scene, item: Judged) -> Verdict:
-        new = self.answer_of(scene, item)
+    def new_answer(self, scene: Scene, item: Judged, facts: SceneFacts | None = None) -> str:
+        if item.environment is not None and self.rules is not None:
+            return self.rules.true_answer(item, scene)
+        return execute(item.program, facts if facts is not None else compile_scene(scene))
+
+    def judge(self, scene: Scene, item: Judged, facts: SceneFacts | None = None) -> Verdict:
+        new = self.new_answer(scene, item, facts)
         if new == item.answer:
             return Verdict(self.name, True)
         return Verdict(self.name, False, f"answer changed from {item.answer} to {new}")
@@ -106,8 +120,14 @@ class RelevanceEnforcer:
 Enforcer = BoundaryEnforcer | AspEnforcer | RelevanceEnforcer
 
 
+def default_enforcers(rules: ConstraintRules | None = None,
+                      visibility: VisibilityCheck | None = None) -> list[Enforcer]:
+    """Cheapest first: geometry, then constraints, then re-answering the question."""
+    return [BoundaryEnforcer(visibility), AspEnforcer(rules), RelevanceEnforcer(rules)]
+
+
 def judge(scene: Scene, item: Judged, enforcers: Sequence[Enforcer]) -> list[Verdict]:
-    """Verdicts in order until the first rejection (cheapest enforcers first)."""
+    """Verdicts in order until the first rejection."""
     verdicts = []
     for enforcer in enforcers:
         verdict = enforcer.judge(scene, item)
@@ -115,24 +135,3 @@ def judge(scene: Scene, item: Judged, enforcers: Sequence[Enforcer]) -> list[Ver
         if not verdict.ok:
             break
     return verdicts
-
-
-def accepted(verdicts: Sequence[Verdict]) -> bool:
-    return all(v.ok for v in verdicts)
-
-
-def first_reason(verdicts: Sequence[Verdict]) -> str:
-    return next((v.reason for v in verdicts if not v.ok), "")
-
-
-def default_enforcers(
-    environments: dict[str, ConstraintChecker] | None = None,
-    visibility: VisibilityCheck | None = None,
-    answer_of: Callable[[Scene, Judged], str] | None = None,
-) -> list[Enforcer]:
-    return [BoundaryEnforcer(visibility), AspEnforcer(environments), RelevanceEnforcer(answer_of)]
-
-
-def positions_changed(before: np.ndarray, after: np.ndarray) -> list[int]:
-    """Indices of objects whose ground position moved."""
-    return np.flatnonzero(np.any(np.abs(before[:, :2] - after[:, :2]) > 1e-9, axis=1)).tolist()

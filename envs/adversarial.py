@@ -35,14 +35,13 @@ class AdversarialSceneEnv(gym.Env):
         cr: float = 0.1,
         fr: float = -0.1,
         isr: float = -0.8,
-        environments: dict | None = None,
-        answer_of: Any = None,
+        rules: Any = None,
         render_mode: str | None = None,
         renderer: Any = None,
     ):
         pool = items if isinstance(items, ItemPool) else ItemPool(items)
         self.game = Game(pool, player, moves=MoveSpace(mode, step), rewards=Rewards(dr, cr, fr, isr),
-                         environments=environments, answer_of=answer_of)
+                         rules=rules)
         self.observation_space = observation_space(pool)
         self.action_space = spaces.MultiDiscrete([NUM_BINS] * (2 * MAX_OBJECTS))
         self.render_mode = render_mode

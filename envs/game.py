@@ -15,9 +15,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from clevr_game.enforcers import Verdict
+from clevr_game.enforcers import (
+    AspEnforcer,
+    BoundaryEnforcer,
+    ConstraintRules,
+    RelevanceEnforcer,
+    Verdict,
+)
 from clevr_game.layout import BOUND, judge_batch
-from clevr_game.programs import SceneFacts, compile_scene, execute
+from clevr_game.programs import SceneFacts, compile_scene
 from clevr_game.scene import Scene, project_to_pixels
 from envs.items import MAX_OBJECTS, Item, ItemPool
 from players.protocol import Answer, Player, Query
@@ -106,10 +112,6 @@ class Outcome:
         }
 
 
-AnswerOf = Callable[[Scene, Item], str]
-"""How the true answer of an item is recomputed on a moved scene (CLEVR-POC items: clingo)."""
-
-
 class Game:
     """The rules, the referees and the player for a pool of items."""
 
@@ -120,17 +122,20 @@ class Game:
         *,
         moves: MoveSpace | None = None,
         rewards: Rewards | None = None,
-        environments: dict | None = None,
-        answer_of: AnswerOf | None = None,
+        rules: ConstraintRules | None = None,
         visibility: Callable[[Scene], list[int]] | None = None,
     ):
         self.pool = pool
         self.player = player
         self.moves = moves or MoveSpace()
         self.rewards = rewards or Rewards()
-        self.environments = environments or {}
-        self.answer_of = answer_of
-        self.visibility = visibility
+        if rules is None and any(it.environment is not None for it in pool.items):
+            from envs.poc_items import PocRules
+
+            rules = PocRules()
+        self.boundary = BoundaryEnforcer(visibility)
+        self.asp = AspEnforcer(rules)
+        self.relevance = RelevanceEnforcer(rules)
         self._old_answers: dict[int, Answer] = {}
         self._facts: dict[int, SceneFacts] = {}  # per item: attributes never move, only relations change
 
@@ -163,31 +168,20 @@ class Game:
         """Visibility, ASP constraints and relevance of a scene whose layout is valid."""
         verdicts = [Verdict("boundary", True)]
         scene = facts = None
-        if self.visibility is not None or item.environment is not None:
+        if self.boundary.visibility is not None or item.environment is not None:
             scene = item.scene.with_coords(coords)
-        if self.visibility is not None:
-            hidden = self.visibility(scene)
-            if hidden:
-                obj = scene.objects[hidden[0]].describe()
-                return [Verdict("boundary", False, f"object {hidden[0]} ({obj}) is not visible")], scene, None
+        if self.boundary.visibility is not None:
+            verdict = self.boundary.judge_visibility(scene)
+            if not verdict.ok:
+                return [verdict], scene, None
         if item.environment is not None:
-            env = self.environments.get(item.environment)
-            if env is None:
-                return verdicts + [Verdict("asp", False, f"unknown environment {item.environment!r}")], scene, None
-            result = env.check(scene)
-            if not result.ok:
-                reason = result.failed[0] if result.failed else "environment violated"
-                return verdicts + [Verdict("asp", False, reason)], scene, None
-            verdicts.append(Verdict("asp", True))
-        if item.environment is not None and self.answer_of is not None:
-            new_truth = self.answer_of(scene, item)
+            verdicts.append(self.asp.judge(scene, item))
+            if not verdicts[-1].ok:
+                return verdicts, scene, None
         else:
             facts = self._moved_facts(item, index, coords)
-            new_truth = execute(item.program, facts)
-        if new_truth != item.answer:
-            reason = f"answer changed from {item.answer} to {new_truth}"
-            return verdicts + [Verdict("relevance", False, reason)], scene, facts
-        return verdicts + [Verdict("relevance", True)], scene, facts
+        verdicts.append(self.relevance.judge(scene, item, facts))
+        return verdicts, scene, facts
 
     # ------------------------------------------------------------------ the move
 

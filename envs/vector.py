@@ -43,15 +43,14 @@ class AdversarialVectorEnv(VectorEnv):
         step: float = 0.3,
         rewards: Rewards | None = None,
         order: str = "random",
-        environments: dict | None = None,
-        answer_of: Any = None,
+        rules: Any = None,
         game: Game | None = None,
     ):
         pool = items if isinstance(items, ItemPool) else ItemPool(items)
         if order not in ("random", "cycle"):
             raise ValueError(f"unknown order {order!r} (expected random or cycle)")
         self.game = game or Game(pool, player, moves=MoveSpace(mode, step), rewards=rewards or Rewards(),
-                                 environments=environments, answer_of=answer_of)
+                                 rules=rules)
         self.num_envs = num_envs
         self.order = order
         self.single_observation_space = observation_space(pool)

@@ -261,3 +261,50 @@ def test_play_command_prints_the_metrics_line(tmp_path, clevr_real, capsys):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("consistency: 0.0000 drop: 0.0000 invalid: ")
     json.dumps(last)
+
+
+def _single_object_moves(objects: int) -> np.ndarray:
+    moves = []
+    for obj in range(objects):
+        for bx in range(7):
+            for by in range(7):
+                action = np.full(20, STAY_BIN)
+                action[2 * obj], action[2 * obj + 1] = bx, by
+                moves.append(action)
+    return np.array(moves)
+
+
+def test_clevr_poc_items_are_refereed_by_their_environment(tmp_path):
+    from clevr_game.asp import Environment, brave_answers
+    from clevr_game.asp.dataset import generate_poc_dataset
+    from envs.poc_items import PocRules, poc_items
+
+    generate_poc_dataset(tmp_path, 2, 6, seed=0)
+    items = poc_items(tmp_path)
+    pool = ItemPool(items)
+    player = ScriptedPlayer(lambda q: "metal")
+    game = Game(pool, player)
+    rules = game.asp.rules
+    assert isinstance(rules, PocRules)
+    verdict_kinds = set()
+    for index, item in enumerate(items):
+        environment = Environment.load(item.extra["environment_file"])
+        moves = _single_object_moves(len(item.scene))
+        outcomes = game.play(np.full(len(moves), index), np.tile(np.arange(10), (len(moves), 1)), moves)
+        for outcome in outcomes:
+            verdict_kinds.add((outcome.valid, outcome.verdicts[-1].enforcer))
+            if not outcome.valid and outcome.verdicts[-1].enforcer == "asp":
+                result = environment.check(rules.complete_scene(item, _moved(item, outcome)))
+                assert not result.ok and outcome.reason == result.failed[0]
+        valid = [o for o in outcomes if o.valid and o.moves][:3]
+        for outcome in valid:
+            recomputed = brave_answers(environment, outcome.new_scene, item.extra["asp"])
+            assert ",".join(recomputed) == item.answer
+    assert (True, "relevance") in verdict_kinds and (False, "asp") in verdict_kinds
+
+
+def _moved(item, outcome):
+    coords = item.scene.coords()
+    for obj, dx, dy in outcome.moves:
+        coords[obj, :2] += (dx, dy)
+    return item.scene.with_coords(coords)

@@ -1,0 +1,98 @@
+"""CLEVR-POC items in the game: partial scenes, a hidden object, set answers, clingo as referee.
+
+The adversary moves the visible objects. A move must keep the complete scene (the
+visible objects where they now are, the hidden object where it was) inside the
+item's environment, and must leave the set answer, recomputed by brave reasoning
+over the moved partial scene, unchanged. Set answers are written as their values
+sorted and joined by ',' (the player protocol's canonical form).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from clevr_game.asp import Environment, brave_answers
+from clevr_game.errors import InputError
+from clevr_game.programs import parse_program
+from clevr_game.scene import Scene, parse_object, parse_scene, read_json
+from clevr_game.vocab import CLEVR_POC
+from envs.items import Item
+
+SET_SEPARATOR = ","
+
+
+def canonical_set(values: list[str]) -> str:
+    return SET_SEPARATOR.join(sorted(set(values)))
+
+
+def _field(entry: dict, key: str, kind: type, where: str) -> Any:
+    value = entry.get(key)
+    if not isinstance(value, kind):
+        raise InputError(f"{where}: missing or malformed field '{key}'")
+    return value
+
+
+def poc_items(folder: str | os.PathLike[str]) -> list[Item]:
+    """Items of a folder written by `clevr-game poc generate` (items.json + environments/)."""
+    folder = Path(folder)
+    data = read_json(folder / "items.json")
+    entries = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise InputError(f"{folder / 'items.json'}: expected a CLEVR-POC items file with an 'items' list")
+    items = []
+    for position, entry in enumerate(entries):
+        where = f"items.json: item {position}"
+        if not isinstance(entry, dict):
+            raise InputError(f"{where}: expected a dict")
+        env_id = _field(entry, "environment", str, where)
+        env_file = folder / "environments" / f"{env_id}.lp"
+        if not env_file.is_file():
+            raise InputError(f"{where}: environment file {env_file} not found")
+        hidden = _field(entry, "hidden_object", dict, where)
+        answer = _field(entry, "answer", list, where)
+        items.append(Item(
+            item_id=f"poc:{entry.get('item_index', position)}",
+            scene=parse_scene(_field(entry, "scene", dict, where), "items.json", position, CLEVR_POC),
+            question=_field(entry, "question", str, where),
+            program=parse_program(_field(entry, "program", list, where), f"{where}, "),
+            answer=canonical_set([str(v) for v in answer]),
+            environment=env_id,
+            extra={
+                "asp": _field(entry, "asp", str, where),
+                "hidden_object": parse_object(hidden, CLEVR_POC, f"{where}, hidden_object"),
+                "hidden_index": int(hidden.get("index", 0)),
+                "environment_file": str(env_file),
+                "query_attribute": entry.get("query_attribute"),
+            },
+        ))
+    return items
+
+
+class PocRules:
+    """The ASP referee of CLEVR-POC items: environments grounded once, cached by file."""
+
+    def __init__(self) -> None:
+        self._environments: dict[str, Environment] = {}
+
+    def environment(self, item: Item) -> Environment:
+        path = item.extra["environment_file"]
+        if path not in self._environments:
+            self._environments[path] = Environment.load(path)
+        return self._environments[path]
+
+    def complete_scene(self, item: Item, visible: Scene) -> Scene:
+        objects = list(visible.objects)
+        objects.insert(min(item.extra["hidden_index"], len(objects)), item.extra["hidden_object"])
+        return Scene(objects, visible.directions, visible.vocabulary)
+
+    def check(self, item: Item, visible: Scene) -> Any:
+        return self.environment(item).check(self.complete_scene(item, visible))
+
+    def true_answer(self, item: Item, visible: Scene) -> str:
+        try:
+            values = brave_answers(self.environment(item), visible, item.extra["asp"], scene_name=item.item_id)
+        except InputError:  # no completion of the moved scene satisfies the environment
+            return ""
+        return canonical_set(values)
