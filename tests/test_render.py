@@ -85,11 +85,14 @@ def test_pixel_coords_land_on_pixels_of_the_objects_colour(fast: Renderer) -> No
 
 
 def test_cycles_preset_puts_objects_where_the_camera_projects_them(tmp_path: Path) -> None:
-    scene = _four_colours()
+    scene, other = _four_colours(), _hidden_behind_cube()
     with Renderer("balanced", width=48, height=32, use_cache=False) as renderer:
         image = renderer.render_array(scene)
+        between = renderer.render_array(other)
+        again = renderer.render_array(scene)  # Cycles keeps its synced scene: moved objects must follow
     assert image.shape == (32, 48, 3)
     _assert_objects_at_their_pixels(image, scene)
+    assert np.array_equal(again, image) and not np.array_equal(between, image)
 
 
 def test_real_clevr_scene_objects_cover_their_pixel_coords(fast: Renderer, clevr_real: Path) -> None:
