@@ -75,3 +75,17 @@ def _majority_example(**kwargs: Any) -> Player:
 
 register("oracle", OraclePlayer)
 register("majority", _majority_example)
+
+
+def _state_player(class_name: str) -> PlayerFactory:
+    # Imported on first use: torch loads only when a learned player is asked for.
+    def factory(**kwargs: Any) -> Player:
+        from players.state import player
+
+        return getattr(player, class_name)(**kwargs)
+
+    return factory
+
+
+register("state-transformer", _state_player("StateTransformerPlayer"))
+register("state-rn", _state_player("StateRelationNetworkPlayer"))

@@ -1,0 +1,114 @@
+"""`clevr-game players train|eval`: train a state player, measure any player on a dataset.
+
+Module-level imports stay light (no torch): the handlers import what they need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from clevr_game.errors import InputError
+
+TRAINABLE = ("state-transformer", "state-rn")
+
+
+def _model_config(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--config: not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(config, dict):
+        raise InputError("--config: expected a JSON object such as '{\"width\": 128}'")
+    return config
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from players.training import TrainingOptions, train
+
+    if args.steps <= 0 or args.batch_size <= 0:
+        raise InputError("--steps and --batch-size must be positive")
+    options = TrainingOptions(
+        player=args.player, data=args.data, out=args.out, eval_data=args.eval_data,
+        steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, seed=args.seed,
+        eval_every=args.eval_every, eval_size=args.eval_size, checkpoint_minutes=args.checkpoint_minutes,
+        max_minutes=args.max_minutes, model_config=_model_config(args.config), threads=args.threads,
+        log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
+        command=" ".join(shlex.quote(a) for a in ["clevr-game", *sys.argv[1:]]),
+    )
+    try:
+        from players.state.models import build_model
+
+        build_model(options.kind, options.model_config, 4, 2)  # a bad --config fails before the data loads
+    except TypeError as exc:
+        raise InputError(f"--config: {exc}") from None
+    result = train(options)
+    if result.curve:
+        print(f"held-out accuracy at step {result.curve[-1]['step']}: {result.curve[-1]['accuracy']:.4f}")
+    print(f"trained {result.step} steps in {result.train_seconds / 60:.1f} min; wrote {args.out}")
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from players.registry import load
+    from players.state.evaluation import evaluate_player
+
+    kwargs: dict = {}
+    if args.weights:
+        kwargs["path"] = args.weights
+    if args.device:
+        kwargs["device"] = args.device
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    with load(args.player, **kwargs) as player:
+        result = evaluate_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
+                                 progress=not args.no_progress)
+    for line in result.lines():
+        print(line)
+    return 0
+
+
+def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `players train` and `players eval` to the clevr-game command line."""
+    players = subparsers.add_parser("players", help="train state players; measure any player's accuracy")
+    commands = players.add_subparsers(dest="players_command", required=True)
+
+    p = commands.add_parser("train", help="train a state player on a generated (or CLEVR) dataset; resumable")
+    p.add_argument("--player", choices=TRAINABLE, required=True)
+    p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
+    p.add_argument("--out", required=True, help="player file to write; the checkpoint is <out>.ckpt")
+    p.add_argument("--eval-data", default=None, help="held-out dataset folder for the learning curve")
+    p.add_argument("--steps", type=int, default=20000, help="total optimiser steps (the cosine schedule ends here)")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--learning-rate", type=float, default=1e-3)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--warmup-steps", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=int, default=1000)
+    p.add_argument("--eval-size", type=int, default=5000, help="held-out questions used for the curve")
+    p.add_argument("--checkpoint-minutes", type=float, default=5.0)
+    p.add_argument("--max-minutes", type=float, default=None, help="checkpoint and stop after this long")
+    p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 128, \"layers\": 4}'")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--log-dir", default=None, help="TensorBoard folder (default <out>.logs; '' for none)")
+    p.add_argument("--resume", action="store_true", help="continue from <out>.ckpt")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_train)
+
+    p = commands.add_parser("eval", help="accuracy overall and per question family; last line `accuracy: X`")
+    p.add_argument("--player", required=True, help="state-transformer, state-rn, oracle, subprocess:<cmd>, URL")
+    p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
+    p.add_argument("--weights", default=None, help="a player file instead of the shipped one (state players)")
+    p.add_argument("--device", default=None, help="torch device for state players (default cpu)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_eval)

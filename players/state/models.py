@@ -1,0 +1,184 @@
+"""The two state-input networks: a transformer over object and word tokens, and a relation network.
+
+Both read the same batch (`StateBatch`): object positions, attribute ids and
+presence from `players.state.features`, and question word ids; both return
+logits over the answer classes. A config is a plain dataclass so a checkpoint
+stores it as a dict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from players.state.features import ATTRIBUTE_TABLE_SIZES, MAX_OBJECTS, MAX_QUESTION_TOKENS
+
+
+class StateBatch(NamedTuple):
+    """positions (B, 10, 2) float, attributes (B, 10, 4) long, present (B, 10) bool, words (B, L) long."""
+
+    positions: torch.Tensor
+    attributes: torch.Tensor
+    present: torch.Tensor
+    words: torch.Tensor
+
+    def to(self, device: torch.device | str) -> StateBatch:
+        return StateBatch(*(t.to(device, non_blocking=True) for t in self))
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    width: int = 128
+    layers: int = 4
+    heads: int = 8
+    feedforward: int = 256
+    fourier_bands: int = 6
+    dropout: float = 0.0
+
+
+@dataclass(frozen=True)
+class RelationNetworkConfig:
+    width: int = 256
+    word_width: int = 64
+    question_width: int = 128
+    g_layers: int = 4
+    f_width: int = 256
+    fourier_bands: int = 6
+    dropout: float = 0.1
+
+
+class ObjectEncoder(nn.Module):
+    """One vector per object slot: Fourier-featured position + summed attribute embeddings.
+
+    Sine and cosine bands of the position let a small network resolve the 0.2
+    world-unit margin of CLEVR's relations; an empty slot gets a learned token.
+    """
+
+    def __init__(self, width: int, fourier_bands: int):
+        super().__init__()
+        self.register_buffer(
+            "frequencies", math.pi * (2.0 ** torch.arange(fourier_bands, dtype=torch.float32)), persistent=False
+        )
+        self.position = nn.Linear(2 + 4 * fourier_bands, width)
+        self.attributes = nn.ModuleList(nn.Embedding(size, width) for size in ATTRIBUTE_TABLE_SIZES)
+        self.empty = nn.Parameter(torch.zeros(width))
+        nn.init.normal_(self.empty, std=0.02)
+
+    def forward(self, positions: torch.Tensor, attributes: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        angles = positions.unsqueeze(-1) * self.frequencies  # (B, N, 2, bands)
+        fourier = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(-2)
+        encoded = self.position(torch.cat([positions, fourier], dim=-1))
+        for index, table in enumerate(self.attributes):
+            encoded = encoded + table(attributes[..., index])
+        return torch.where(present.unsqueeze(-1), encoded, self.empty)
+
+
+class StateTransformer(nn.Module):
+    """[answer token, 10 object tokens, question words] -> pre-norm transformer encoder -> answer logits."""
+
+    TYPE_ANSWER, TYPE_OBJECT, TYPE_WORD = 0, 1, 2
+
+    def __init__(self, config: TransformerConfig, vocabulary_size: int, answer_count: int):
+        super().__init__()
+        self.config = config
+        width = config.width
+        self.objects = ObjectEncoder(width, config.fourier_bands)
+        self.words = nn.Embedding(vocabulary_size, width, padding_idx=0)
+        self.word_positions = nn.Embedding(MAX_QUESTION_TOKENS, width)
+        self.types = nn.Embedding(3, width)
+        self.answer_token = nn.Parameter(torch.zeros(width))
+        layer = nn.TransformerEncoderLayer(
+            width, config.heads, config.feedforward, config.dropout,
+            activation="gelu", batch_first=True, norm_first=True,
+        )
+        self.encoder = nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
+        self.head = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, answer_count))
+
+    def forward(self, batch: StateBatch) -> torch.Tensor:
+        batch_size, length = batch.words.shape
+        objects = self.objects(batch.positions, batch.attributes, batch.present) + self.types.weight[self.TYPE_OBJECT]
+        steps = torch.arange(length, device=batch.words.device)
+        words = self.words(batch.words) + self.word_positions(steps) + self.types.weight[self.TYPE_WORD]
+        answer = (self.answer_token + self.types.weight[self.TYPE_ANSWER]).expand(batch_size, 1, -1)
+        tokens = torch.cat([answer, objects, words], dim=1)
+        # Only word padding is hidden; empty object slots stay visible as the empty token.
+        hidden = torch.zeros(batch_size, 1 + MAX_OBJECTS, dtype=torch.bool, device=tokens.device)
+        padding = torch.cat([hidden, batch.words == 0], dim=1)
+        encoded = self.encoder(tokens, src_key_padding_mask=padding)
+        return self.head(encoded[:, 0])
+
+
+class StateRelationNetwork(nn.Module):
+    """Santoro et al. 2017, state input: f(sum over object pairs of g(o_i, o_j, q)).
+
+    The question is the last state of an LSTM over the words. g's first layer is
+    linear in the concatenation [o_i, o_j, q], so it is computed as three
+    projections broadcast over the pairs (same function, a tenth of the work).
+    Pairs with an empty slot are left out of the sum.
+    """
+
+    def __init__(self, config: RelationNetworkConfig, vocabulary_size: int, answer_count: int):
+        super().__init__()
+        self.config = config
+        width = config.width
+        self.objects = ObjectEncoder(width, config.fourier_bands)
+        self.words = nn.Embedding(vocabulary_size, config.word_width, padding_idx=0)
+        self.question = nn.LSTM(config.word_width, config.question_width, batch_first=True)
+        self.first_i = nn.Linear(width, width, bias=False)
+        self.first_j = nn.Linear(width, width, bias=False)
+        self.first_q = nn.Linear(config.question_width, width)
+        rest: list[nn.Module] = []
+        for _ in range(config.g_layers - 1):
+            rest += [nn.ReLU(), nn.Linear(width, width)]
+        self.g_rest = nn.Sequential(*rest, nn.ReLU())
+        self.f = nn.Sequential(
+            nn.Linear(width, config.f_width), nn.ReLU(),
+            nn.Linear(config.f_width, config.f_width), nn.ReLU(), nn.Dropout(config.dropout),
+            nn.Linear(config.f_width, answer_count),
+        )
+
+    def encode_question(self, words: torch.Tensor) -> torch.Tensor:
+        outputs, _ = self.question(self.words(words))
+        # The LSTM runs forward only, so its output at the last real word ignores the padding after it.
+        last = ((words != 0).sum(dim=1) - 1).clamp(min=0)
+        return outputs[torch.arange(words.shape[0], device=words.device), last]
+
+    def forward(self, batch: StateBatch) -> torch.Tensor:
+        objects = self.objects(batch.positions, batch.attributes, batch.present)
+        question = self.encode_question(batch.words)
+        first = (
+            self.first_i(objects).unsqueeze(2)
+            + self.first_j(objects).unsqueeze(1)
+            + self.first_q(question)[:, None, None, :]
+        )
+        pairs = self.g_rest(first)  # (B, N, N, width)
+        both_present = (batch.present.unsqueeze(2) & batch.present.unsqueeze(1)).unsqueeze(-1)
+        relations = (pairs * both_present).sum(dim=(1, 2))
+        return self.f(relations)
+
+
+KINDS: dict[str, tuple[type[nn.Module], type]] = {
+    "transformer": (StateTransformer, TransformerConfig),
+    "relation-network": (StateRelationNetwork, RelationNetworkConfig),
+}
+
+
+def build_model(kind: str, config: dict[str, Any], vocabulary_size: int, answer_count: int) -> nn.Module:
+    """A fresh network of `kind` ('transformer' or 'relation-network') from a config dict."""
+    try:
+        model_class, config_class = KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown model kind {kind!r} (expected one of {', '.join(KINDS)})") from None
+    return model_class(config_class(**config), vocabulary_size, answer_count)
+
+
+def config_dict(model: nn.Module) -> dict[str, Any]:
+    return asdict(model.config)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

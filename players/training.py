@@ -1,0 +1,332 @@
+"""Training of the state players: tensorised data, AdamW with warmup and cosine decay, resumable.
+
+The run is a pure function of its options: the initial weights come from the
+seed, the batch order of epoch e from (seed, e), and dropout from the torch RNG
+state stored in every checkpoint, so a resumed run continues exactly where the
+interrupted one stopped. The checkpoint (`<out>.ckpt`) holds the player file,
+optimiser, scheduler, RNG state, step, learning curve and training seconds;
+the player file `<out>` is rewritten at every checkpoint, so it is always the
+latest usable model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from clevr_game.errors import InputError
+from clevr_game.text import WordVocabulary, default_word_vocabulary
+from players.state.checkpoint import (
+    PlayerFile,
+    from_dict,
+    player_file_from,
+    read_torch,
+    save_player_file,
+    to_dict,
+    write_torch_atomic,
+)
+from players.state.data import QuestionTensors, tensorise
+from players.state.features import ANSWERS
+from players.state.models import build_model, parameter_count
+
+PLAYER_KINDS: dict[str, str] = {"state-transformer": "transformer", "state-rn": "relation-network"}
+"""Player name -> model kind."""
+
+BUCKET_BATCHES = 32
+"""Batches whose questions are sorted by length together: less padding, still shuffled."""
+
+
+@dataclass
+class TrainingOptions:
+    player: str
+    data: str
+    out: str
+    eval_data: str | None = None
+    steps: int = 20000
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 500
+    clip_norm: float = 1.0
+    seed: int = 0
+    eval_every: int = 1000
+    eval_size: int = 5000
+    checkpoint_minutes: float = 5.0
+    max_minutes: float | None = None
+    model_config: dict[str, Any] = field(default_factory=dict)
+    threads: int = 2
+    log_dir: str | None = None
+    progress: bool = True
+    resume: bool = False
+    command: str = ""
+
+    @property
+    def kind(self) -> str:
+        try:
+            return PLAYER_KINDS[self.player]
+        except KeyError:
+            raise InputError(f"--player {self.player!r}: expected one of {', '.join(PLAYER_KINDS)}") from None
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return Path(f"{self.out}.ckpt")
+
+
+@dataclass
+class FamilyScores:
+    """Correct and total answers per question family."""
+
+    correct: dict[str, int] = field(default_factory=dict)
+    total: dict[str, int] = field(default_factory=dict)
+
+    def add(self, family: str, correct: int, total: int) -> None:
+        self.correct[family] = self.correct.get(family, 0) + correct
+        self.total[family] = self.total.get(family, 0) + total
+
+    @property
+    def accuracy(self) -> float:
+        total = sum(self.total.values())
+        return sum(self.correct.values()) / total if total else 0.0
+
+    def family_accuracy(self) -> dict[str, float]:
+        return {f: self.correct[f] / self.total[f] for f in sorted(self.total)}
+
+
+@dataclass
+class TrainingResult:
+    step: int
+    train_seconds: float
+    curve: list[dict[str, float]]
+    final_loss: float
+
+
+def learning_rate_factor(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Linear warmup to 1, then cosine decay to 0.05 at `total_steps`."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def epoch_batches(lengths: torch.Tensor, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
+    """The batches of one epoch: shuffled, then length-sorted within buckets; the last partial batch dropped."""
+    generator = np.random.default_rng([seed, epoch])
+    order = generator.permutation(len(lengths))
+    order = order[: len(order) - len(order) % batch_size]
+    bucket = batch_size * BUCKET_BATCHES
+    lengths_np = lengths.numpy()
+    batches: list[np.ndarray] = []
+    for start in range(0, len(order), bucket):
+        chunk = order[start : start + bucket]
+        chunk = chunk[np.argsort(lengths_np[chunk], kind="stable")]
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [torch.from_numpy(batches[i]) for i in generator.permutation(len(batches))]
+
+
+class BatchSchedule:
+    """The batch of any step, recomputed from (seed, epoch) so resuming needs only the step."""
+
+    def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int):
+        if len(lengths) < batch_size:
+            raise InputError(f"the training data has {len(lengths)} questions, fewer than one batch of {batch_size}")
+        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
+        self.per_epoch = len(lengths) // batch_size
+        self._epoch, self._batches = -1, []
+
+    def indices(self, step: int) -> torch.Tensor:
+        epoch = step // self.per_epoch
+        if epoch != self._epoch:
+            self._epoch, self._batches = epoch, epoch_batches(self.lengths, self.batch_size, self.seed, epoch)
+        return self._batches[step % self.per_epoch]
+
+
+@torch.inference_mode()
+def evaluate_tensors(model: nn.Module, tensors: QuestionTensors, batch_size: int = 1024) -> FamilyScores:
+    """Accuracy per family of `model` on every question of `tensors` (model left in eval mode)."""
+    model.eval()
+    scores = FamilyScores()
+    order = torch.argsort(tensors.lengths, stable=True)  # similar lengths together: less padding
+    correct = torch.zeros(len(tensors), dtype=torch.bool)
+    for start in range(0, len(tensors), batch_size):
+        indices = order[start : start + batch_size]
+        batch, answers = tensors.batch(indices)
+        correct[indices] = model(batch).argmax(dim=1) == answers
+    for family_id, name in enumerate(tensors.family_names):
+        members = tensors.families == family_id
+        scores.add(name, int(correct[members].sum()), int(members.sum()))
+    return scores
+
+
+def _optimizer(model: nn.Module, options: TrainingOptions) -> torch.optim.Optimizer:
+    # Decay weight matrices only: embeddings, biases, norms and learned tokens keep their scale.
+    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in embedded]
+    rest = [p for p in model.parameters() if not (p.dim() >= 2 and id(p) not in embedded)]
+    groups = [{"params": decay, "weight_decay": options.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=options.learning_rate, betas=(0.9, 0.98))
+
+
+def _player_info(options: TrainingOptions, tensors: QuestionTensors, step: int, seconds: float,
+                 curve: list[dict[str, float]], model: nn.Module) -> dict[str, Any]:
+    return {
+        "player": options.player,
+        "data": str(options.data),
+        "data_questions": len(tensors),
+        "eval_data": options.eval_data,
+        "seed": options.seed,
+        "batch_size": options.batch_size,
+        "step": step,
+        "steps_planned": options.steps,
+        "train_seconds": round(seconds, 1),
+        "parameters": parameter_count(model),
+        "curve": curve,
+        "command": options.command,
+    }
+
+
+def train(options: TrainingOptions) -> TrainingResult:
+    """Train (or resume) a state player; writes `options.out` and its checkpoint; returns the run's summary."""
+    from tqdm import tqdm
+
+    torch.set_num_threads(options.threads)
+    kind = options.kind
+    started = time.monotonic()
+    checkpoint: dict[str, Any] | None = None
+    if options.resume and options.checkpoint_path.exists():
+        checkpoint = read_torch(options.checkpoint_path, "training checkpoint")
+    vocabulary = default_word_vocabulary()
+    if checkpoint is not None:
+        previous = from_dict(checkpoint["player"], str(options.checkpoint_path))
+        vocabulary = WordVocabulary(previous.words[2:])
+        answers = list(previous.answers)
+        _check_resumable(checkpoint["options"], options)
+    else:
+        answers = list(ANSWERS)
+    train_tensors, vocabulary = tensorise(options.data, vocabulary, answers, extend_vocabulary=checkpoint is None)
+    eval_tensors = None
+    if options.eval_data:
+        eval_tensors, _ = tensorise(options.eval_data, vocabulary, answers, limit=options.eval_size)
+
+    torch.manual_seed(options.seed)
+    config = checkpoint["player"]["config"] if checkpoint else options.model_config
+    model = build_model(kind, config, len(vocabulary), len(answers))
+    optimizer = _optimizer(model, options)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps)
+    )
+    step, seconds_before, curve = 0, 0.0, []
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["player"]["state_dict"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        step, seconds_before, curve = checkpoint["step"], checkpoint["train_seconds"], checkpoint["curve"]
+    schedule = BatchSchedule(train_tensors.lengths, options.batch_size, options.seed)
+    writer = _summary_writer(options)
+    run_started = time.monotonic()
+
+    def seconds_so_far() -> float:
+        return seconds_before + time.monotonic() - run_started
+
+    def save() -> None:
+        info = _player_info(options, train_tensors, step, seconds_so_far(), curve, model)
+        player_file = player_file_from(model, kind, vocabulary, answers, info)
+        write_torch_atomic(options.checkpoint_path, {
+            "player": to_dict(player_file),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "step": step,
+            "train_seconds": seconds_so_far(),
+            "curve": curve,
+            "options": asdict(options),
+        })
+        save_player_file(options.out, player_file)
+
+    def record_evaluation() -> None:
+        if eval_tensors is None:
+            return
+        scores = evaluate_tensors(model, eval_tensors)
+        model.train()
+        point = {"step": step, "accuracy": round(scores.accuracy, 4), "minutes": round(seconds_so_far() / 60, 1)}
+        curve.append(point)
+        if writer is not None:
+            writer.add_scalar("heldout/accuracy", scores.accuracy, step)
+            for family, accuracy in scores.family_accuracy().items():
+                writer.add_scalar(f"heldout/{family}", accuracy, step)
+        tqdm.write(f"step {step}: held-out accuracy {scores.accuracy:.4f} ({point['minutes']} min)")
+
+    if options.progress:
+        print(f"{options.player}: {parameter_count(model)} parameters, {len(train_tensors)} training questions, "
+              f"{len(vocabulary)} words, from step {step} of {options.steps}", flush=True)
+    model.train()
+    last_checkpoint = time.monotonic()
+    loss_average = float("nan")
+    bar = tqdm(total=options.steps, initial=step, disable=not options.progress, unit="step", smoothing=0.05)
+    while step < options.steps:
+        batch, targets = train_tensors.batch(schedule.indices(step))
+        loss = nn.functional.cross_entropy(model(batch), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        value = float(loss)
+        loss_average = value if math.isnan(loss_average) else 0.98 * loss_average + 0.02 * value
+        bar.update(1)
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss_average:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            if writer is not None:
+                writer.add_scalar("train/loss", loss_average, step)
+                writer.add_scalar("train/learning_rate", scheduler.get_last_lr()[0], step)
+        if step % options.eval_every == 0 or step == options.steps:
+            record_evaluation()
+        out_of_time = options.max_minutes is not None and time.monotonic() - started > options.max_minutes * 60
+        if step == options.steps or out_of_time or time.monotonic() - last_checkpoint > options.checkpoint_minutes * 60:
+            save()
+            last_checkpoint = time.monotonic()
+        if out_of_time:
+            tqdm.write(f"stopping at step {step}: --max-minutes {options.max_minutes} reached (resume with --resume)")
+            break
+    bar.close()
+    if writer is not None:
+        writer.close()
+    if step == 0 or not Path(options.out).exists():
+        save()
+    return TrainingResult(step, seconds_so_far(), curve, loss_average)
+
+
+_MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config")
+
+
+def _check_resumable(saved: dict[str, Any], options: TrainingOptions) -> None:
+    for key in _MUST_MATCH_ON_RESUME:
+        if saved.get(key) != getattr(options, key):
+            raise InputError(
+                f"{options.checkpoint_path}: was trained with {key}={saved.get(key)!r}, "
+                f"not {getattr(options, key)!r} (resume needs the same {key})"
+            )
+
+
+def _summary_writer(options: TrainingOptions) -> Any:
+    if options.log_dir == "":
+        return None
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(options.log_dir or f"{options.out}.logs")
+
+
+def load_training_player(path: str) -> PlayerFile:
+    """The player file inside a checkpoint or a plain player file (for inspection)."""
+    data = read_torch(path, "player or checkpoint file")
+    if isinstance(data, dict) and "player" in data:
+        data = data["player"]
+    return from_dict(data, path)
