@@ -119,6 +119,10 @@ class Renderer:
         """Process ids of the workers (None for a slot not started yet)."""
         return self._pool.pids()
 
+    def worker_devices(self) -> list[str | None]:
+        """What each started worker renders on (`cpu`, `OPTIX <gpu name>`, ...)."""
+        return [w.device if w.running else None for w in self._pool.workers]
+
     def start(self) -> None:
         """Start every worker now rather than on first use (for timing without the start-up)."""
         self._pool.run([Job(("ping",), "starting") for _ in self._pool.workers])
