@@ -162,6 +162,41 @@ def _add_render_commands(sub: argparse._SubParsersAction) -> None:
     add_render_commands(sub)
 
 
+# ------------------------------------------------------------------ adversarial-training export (issue 9)
+
+
+def _cmd_export(args: argparse.Namespace) -> int | None:
+    from clevr_game.export import ExportOptions, export_run
+
+    summary = export_run(ExportOptions(
+        run=args.run, out=args.out, select=args.select, split=args.split, render=args.render,
+        render_workers=args.workers, items=args.items, limit=args.limit, seed=args.seed,
+        progress=not args.no_progress,
+    ))
+    for line in summary.warnings:
+        print(f"clevr-game: warning: {line}", file=sys.stderr)
+    print(f"wrote {args.out}/scenes.json, questions.json and manifest.json "
+          f"({summary.candidates} selected, {summary.duplicates} duplicates removed)")
+    print(summary.last_line())
+    return 0
+
+
+def _add_export_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="manipulated scenes of attack runs as a CLEVR dataset; last line `scenes: X questions: Y images: Z`")
+    p.add_argument("--run", required=True, help="an attack run folder (result.json) or a benchmark results folder (trials.jsonl)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--select", choices=["all", "flips", "drops"], default="flips",
+                   help="every valid move, moves that changed the answer, or moves that made a right answer wrong")
+    p.add_argument("--render", default=None, metavar="PRESET", help="render images/ with this preset (fast, balanced, clevr)")
+    p.add_argument("--workers", type=int, default=1, help="Blender processes when rendering")
+    p.add_argument("--split", default="adversarial", help="split name in the files and image names")
+    p.add_argument("--items", default=None, help="the items folder (default: the one recorded in each run)")
+    p.add_argument("--limit", type=int, default=None, help="keep at most this many questions, drawn with --seed")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_export)
+
+
 # ------------------------------------------------------------------ entry point
 
 
@@ -172,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_game_commands(sub)
     _add_attack_commands(sub)
     _add_poc_commands(sub)
+    _add_export_commands(sub)
     for optional in (_add_player_commands, _add_render_commands):
         try:
             optional(sub)
