@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from clevr_game.errors import InputError
+from clevr_game.errors import ClevrGameError, InputError
 from clevr_game.scene import write_json_atomic
 
 RESULT_FILE = "result.json"
@@ -29,6 +29,7 @@ class AttackOptions:
     steps: int = 20_000
     out: str = "runs/attack"
     split_seed: int = 0
+    minigames_file: str | None = None
     num_envs: int = 128
     eval_samples: int = 32
     learning_rate: float = 5e-4
@@ -77,13 +78,14 @@ def run_attack(options: AttackOptions) -> dict:
     items = load_items(options.items)
     ids = [it.item_id for it in items]
     manifest_path = out / "minigames.json"
-    if manifest_path.is_file():
-        games = MiniGames.load(manifest_path)
+    source = options.minigames_file or (manifest_path if manifest_path.is_file() else None)
+    if source is not None:
+        games = MiniGames.load(source)
         if games.size != options.minigame_size:
-            raise InputError(f"{manifest_path}: mini-games of size {games.size}, asked for {options.minigame_size}")
+            raise InputError(f"{source}: mini-games of size {games.size}, asked for {options.minigame_size}")
     else:
         games = split_minigames(ids, options.minigame_size, options.split_seed)
-        games.save(manifest_path)
+    games.save(manifest_path)
     chosen = games.indices(ids, options.minigame)
     pool = ItemPool([items[i] for i in chosen])
 
@@ -93,6 +95,9 @@ def run_attack(options: AttackOptions) -> dict:
                        entropy_coef=options.entropy_coef, seed=options.seed)
     with load_player(options.player) as player:
         env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode)
+        old = env.game.old_answers(list(range(len(pool))))
+        if all(not a.ok for a in old):  # nothing to attack: fail this run, not the caller's others
+            raise ClevrGameError(f"player {options.player!r} answered none of the {len(old)} items: {old[0].error}")
         writer = _tensorboard(out / "tb")
         log = (lambda step, metrics: [writer.add_scalar(f"train/{k}", v, step) for k, v in metrics.items()]) \
             if writer else None

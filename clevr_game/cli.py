@@ -138,6 +138,91 @@ def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_attack)
 
 
+# ------------------------------------------------------------------ the benchmark (issue 8)
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int | None:
+    from pathlib import Path
+
+    from benchmarks.presets import POOL_SEED, PRESETS
+    from benchmarks.report import build_report
+    from benchmarks.runner import run_plan
+    from benchmarks.trials import Plan
+    from clevr_game.errors import InputError
+
+    preset = PRESETS[args.preset]
+    out = Path(args.out)
+    items = args.items
+    if items is None:  # the embedded default: a generated pool, the same for a given preset
+        from clevr_game.dataset import dataset_files
+        from clevr_game.generate import generate_dataset
+
+        items = str(out / "items")
+        try:
+            dataset_files(items)
+        except InputError:
+            generate_dataset(items, preset.pool_scenes, preset.pool_questions_per_scene, POOL_SEED,
+                             progress=not args.no_progress)
+    plan = Plan(
+        players=args.players.split(",") if args.players else list(preset.players),
+        items=items,
+        sizes=[int(s) for s in args.sizes.split(",")] if args.sizes else list(preset.sizes),
+        minigames=args.minigames or preset.minigames,
+        seeds=args.seeds or preset.seeds,
+        steps=args.steps or preset.steps,
+        out=str(out),
+        eval_samples=preset.eval_samples,
+        search_budget=preset.search_budget,
+        adversary_weights=args.adversary_weights,
+    )
+    total = len(plan.trials())
+    finished = []
+
+    def report_progress(record: dict) -> None:
+        finished.append(record)
+        state = f"error: {record['error']}" if "error" in record else (
+            f"consistency {record['consistency']:.3f} drop {record['drop']:.3f}")
+        print(f"[{len(finished)}] {record['trial']}: {state} ({record['seconds']:.0f} s)", flush=True)
+
+    records = run_plan(plan, workers=args.workers, ray=args.ray, ray_address=args.ray_address,
+                       on_record=report_progress)
+    failed = sum("error" in r for r in records.values())
+    md, page = build_report(out)
+    print(f"trials: {total} finished: {len(records) - failed} failed: {failed}")
+    print(f"report: {md} {page}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int | None:
+    from benchmarks.report import build_report
+
+    md, page = build_report(args.results)
+    print(f"report: {md} {page}")
+    return 0
+
+
+def _add_benchmark_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("benchmark", help="players x mini-game sizes x mini-games x seeds of `attack`, with a report")
+    p.add_argument("--preset", choices=["quick", "paper"], default="quick")
+    p.add_argument("--players", default=None, help="comma-separated player names (default: the shipped ones)")
+    p.add_argument("--items", default=None, help="item folder (default: a generated pool in OUT/items)")
+    p.add_argument("--sizes", default=None, help="comma-separated mini-game sizes")
+    p.add_argument("--minigames", type=int, default=None, help="mini-games per size")
+    p.add_argument("--seeds", type=int, default=None)
+    p.add_argument("--steps", type=int, default=None, help="training env steps per trial")
+    p.add_argument("--out", default="results")
+    p.add_argument("--workers", type=int, default=2, help="local processes running trials")
+    p.add_argument("--ray", action="store_true", help="run trials as Ray tasks on a local Ray")
+    p.add_argument("--ray-address", default=None, help="run trials on this Ray cluster")
+    p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_benchmark)
+
+    p = sub.add_parser("report", help="rebuild RESULTS/report.md and report.html from trials.jsonl")
+    p.add_argument("results")
+    p.set_defaults(handler=_cmd_report)
+
+
 # ------------------------------------------------------------------ CLEVR-POC (issue 3)
 
 
@@ -206,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_world_commands(sub)
     _add_game_commands(sub)
     _add_attack_commands(sub)
+    _add_benchmark_commands(sub)
     _add_poc_commands(sub)
     _add_export_commands(sub)
     for optional in (_add_player_commands, _add_render_commands):

@@ -1,0 +1,122 @@
+"""Run a benchmark plan on a local process pool or on Ray, resumably.
+
+`RESULTS/trials.jsonl` holds one line per finished trial, sorted by trial id and
+rewritten atomically after each one, so a killed run loses at most the trials
+in flight and a restart skips every trial already recorded. Failed trials are
+recorded with their error; a restart tries them again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from benchmarks.trials import Plan, run_trial
+
+TRIALS_FILE = "trials.jsonl"
+
+
+def read_trials(results: str | os.PathLike[str]) -> dict[str, dict]:
+    """Recorded trials by id; a torn last line (a kill mid-write of an old version) is ignored."""
+    path = Path(results) / TRIALS_FILE
+    records: dict[str, dict] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "trial" in record:
+                records[record["trial"]] = record
+    return records
+
+
+def write_trials(results: str | os.PathLike[str], records: dict[str, dict]) -> None:
+    path = Path(results) / TRIALS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for trial_id in sorted(records):
+            handle.write(json.dumps(records[trial_id], sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def pending_trials(plan: Plan) -> list[dict[str, Any]]:
+    done = {k for k, r in read_trials(plan.out).items() if "error" not in r}
+    return [t for t in plan.trials() if t["trial"] not in done]
+
+
+def prepare(plan: Plan) -> None:
+    """Split the item pool into mini-games once per size, shared by every player and seed."""
+    from envs.items import load_items
+    from envs.minigames import MiniGames, split_minigames
+
+    ids = [it.item_id for it in load_items(plan.items)]
+    for size in plan.sizes:
+        path = plan.manifest(size)
+        if path.is_file():
+            MiniGames.load(path).indices(ids, 0)  # refuses a pool it was not split from
+            continue
+        games = split_minigames(ids, size, plan.split_seed)
+        if len(games) < plan.minigames:
+            from clevr_game.errors import InputError
+
+            raise InputError(f"the pool of {len(ids)} items holds {len(games)} mini-games of size {size}, "
+                             f"asked for {plan.minigames}")
+        games.save(path)
+
+
+def _local(trials: list[dict], workers: int) -> Iterable[dict]:
+    if workers <= 1:
+        for trial in trials:
+            yield run_trial(trial)
+        return
+    # spawn: a forked child of a process that imported torch or bpy can hang.
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(run_trial, t) for t in trials]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _ray(trials: list[dict], address: str | None, workers: int) -> Iterable[dict]:
+    import ray
+
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        else:
+            ray.init(num_cpus=max(1, workers), include_dashboard=False, ignore_reinit_error=True,
+                     log_to_driver=False)
+    remote = ray.remote(num_cpus=1)(run_trial)
+    pending = [remote.remote(t) for t in trials]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(done[0])
+
+
+def run_plan(
+    plan: Plan,
+    *,
+    workers: int = 1,
+    ray: bool = False,
+    ray_address: str | None = None,
+    on_record: Callable[[dict], None] | None = None,
+) -> dict[str, dict]:
+    """Run every trial not yet recorded; returns all records."""
+    prepare(plan)
+    records = read_trials(plan.out)
+    trials = pending_trials(plan)
+    stream = _ray(trials, ray_address, workers) if (ray or ray_address) else _local(trials, workers)
+    for record in stream:
+        records[record["trial"]] = record
+        write_trials(plan.out, records)
+        if on_record is not None:
+            on_record(record)
+    return records

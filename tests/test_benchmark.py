@@ -1,0 +1,117 @@
+"""The benchmark runner: resumable trials.jsonl, failures kept to their trials, Ray = pool, the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.report import build_report
+from benchmarks.runner import TRIALS_FILE, read_trials, run_plan
+from benchmarks.stats import bootstrap_ci, summarise, t_test_against_zero
+from benchmarks.trials import Plan
+from clevr_game.generate import generate_dataset
+from clevr_game.text import default_word_vocabulary
+from players.state.checkpoint import player_file_from, save_player_file
+from players.state.features import ANSWERS
+from players.state.models import build_model
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_RN = {"width": 32, "word_width": 16, "question_width": 32, "g_layers": 2, "f_width": 32, "dropout": 0.0}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    generate_dataset(root / "items", 30, 1, seed=3, progress=False)
+    torch.manual_seed(0)
+    words = default_word_vocabulary()
+    network = build_model("relation-network", TINY_RN, len(words), len(ANSWERS))
+    save_player_file(root / "rn.pt", player_file_from(network, "relation-network", words, list(ANSWERS), {}))
+    return root
+
+
+def _plan(setup: Path, out: Path, players=("oracle",), seeds=2) -> Plan:
+    return Plan(players=list(players), items=str(setup / "items"), sizes=[10], minigames=2, seeds=seeds,
+                steps=256, out=str(out), num_envs=64, eval_samples=8, search_budget=20,
+                adversary_weights=str(setup / "rn.pt"))
+
+
+def _comparable(records: dict) -> dict:
+    return {k: {f: v for f, v in r.items() if f not in ("seconds", "run")} for k, r in records.items()}
+
+
+def test_failing_player_fails_only_its_trials(setup, tmp_path):
+    records = run_plan(_plan(setup, tmp_path, players=("oracle", "subprocess:false"), seeds=1), workers=1)
+    assert len(records) == 4
+    for trial, record in records.items():
+        if trial.startswith("oracle"):
+            assert "error" not in record and record["consistency"] == 0.0 and record["drop"] == 0.0
+            assert record["clean_accuracy"] == 1.0
+        else:
+            assert "answered none of the 10 items" in record["error"] and "\n" not in record["error"]
+    build_report(tmp_path)
+    assert "Failed trials" in (tmp_path / "report.md").read_text()
+
+
+def test_resume_after_a_kill_loses_and_duplicates_nothing(setup, tmp_path):
+    command = [sys.executable, "-m", "clevr_game.cli", "benchmark", "--players", "oracle",
+               "--items", str(setup / "items"), "--sizes", "10", "--minigames", "2", "--seeds", "3",
+               "--steps", "256", "--workers", "1", "--out", str(tmp_path), "--no-progress",
+               "--adversary-weights", str(setup / "rn.pt")]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(read_trials(tmp_path)) < 2:
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = read_trials(tmp_path)
+    assert 2 <= len(before) < 6, "the kill must land mid-run"
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / TRIALS_FILE).read_text().splitlines()
+    ids = [json.loads(line)["trial"] for line in lines]
+    assert len(ids) == len(set(ids)) == 6
+    after = read_trials(tmp_path)
+    for trial, record in before.items():
+        assert after[trial] == record  # finished trials were skipped, not rerun
+    assert f"finished: {6} failed: 0" in result.stdout.replace("trials: 6 finished: 6", "finished: 6")
+
+
+def test_ray_and_process_pool_give_identical_trials(setup, tmp_path):
+    pytest.importorskip("ray")
+    pool = run_plan(_plan(setup, tmp_path / "pool", seeds=1), workers=2)
+    ray_records = run_plan(_plan(setup, tmp_path / "ray", seeds=1), workers=2, ray=True)
+    import ray
+
+    ray.shutdown()
+    assert _comparable(pool) == _comparable(ray_records)
+    assert len(pool) == 2 and all("error" not in r for r in pool.values())
+
+
+def test_report_builds_from_a_small_real_run(setup, tmp_path):
+    run_plan(_plan(setup, tmp_path, seeds=2), workers=1)
+    md, page = build_report(tmp_path)
+    text = md.read_text()
+    assert "| oracle | 10 | trained |" in text and "| oracle | 10 | random |" in text
+    assert "| oracle | 10 | search |" in text
+    assert (tmp_path / "drop_by_size.png").stat().st_size > 0
+    assert "<table>" in page.read_text()
+
+
+def test_statistics():
+    assert t_test_against_zero([0.0, 0.0, 0.0]) == 1.0
+    assert t_test_against_zero([0.3, 0.4, 0.5, 0.35]) < 0.01
+    low, high = bootstrap_ci([0.1, 0.2, 0.3, 0.4])
+    assert 0.1 <= low < 0.25 < high <= 0.4
+    summary = summarise({0: [0.1, 0.2], 1: [0.5, 0.7]})
+    assert summary.maximum == pytest.approx(0.6) and summary.n == 4
