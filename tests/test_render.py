@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -168,20 +170,39 @@ def test_worker_crash_is_reported_and_the_worker_restarted(tmp_path: Path) -> No
         renderer.start()
         (pid,) = renderer.worker_pids()
         os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
         image = renderer.render_array(_four_colours())  # retried on a fresh worker
         assert image.shape == (24, 32, 3)
         assert renderer.restarts == 1 and renderer.worker_pids()[0] not in (None, pid)
         assert len(reports) == 1 and "SIGKILL" in reports[0] and "restarting" in reports[0]
 
 
-def test_worker_crash_without_retries_raises_one_line_then_recovers(tmp_path: Path) -> None:
-    with Renderer("fast", width=32, height=24, use_cache=False, retries=0) as renderer:
+def test_worker_killed_mid_render_raises_one_line_and_is_restarted(tmp_path: Path) -> None:
+    # A full-size clevr frame takes far longer than a second on a CPU: the kill lands mid-render.
+    with Renderer("clevr", use_cache=False, retries=0, device="cpu") as renderer:
         renderer.start()
-        os.kill(renderer.worker_pids()[0], signal.SIGKILL)
-        with pytest.raises(RenderWorkerError) as raised:
-            renderer.render(_four_colours(), tmp_path / "lost.png")
-        assert "\n" not in str(raised.value) and "render worker 0" in str(raised.value)
-        assert renderer.render(_four_colours(), tmp_path / "ok.png").is_file()
+        (pid,) = renderer.worker_pids()
+        killer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
+        killer.start()
+        try:
+            with pytest.raises(RenderWorkerError) as raised:
+                renderer.render(_four_colours(), tmp_path / "lost.png")
+        finally:
+            killer.cancel()
+        message = str(raised.value)
+        assert "\n" not in message
+        assert f"render worker 0 (pid {pid}) was killed by SIGKILL while rendering lost.png" in message
+        renderer.start()
+        assert renderer.worker_pids()[0] not in (None, pid)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_worker_past_its_timeout_is_stopped_and_reported(tmp_path: Path) -> None:
+    with Renderer("clevr", use_cache=False, retries=0, device="cpu", job_timeout=0.5) as renderer:
+        renderer.start()
+        with pytest.raises(RenderWorkerError, match="took longer than 0.5 s while rendering slow.png"):
+            renderer.render(_four_colours(), tmp_path / "slow.png")
+        assert renderer.worker_pids() == [None] and renderer.restarts == 1
 
 
 def test_two_workers_render_clevr_named_images(tmp_path: Path) -> None:

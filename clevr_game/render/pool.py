@@ -161,8 +161,20 @@ class WorkerPool:
         for worker in self.workers:
             worker.stop()
 
-    def _crashed(self, worker: WorkerProcess, job: Job, what: str, pending: deque[Job]) -> None:
+    def _died_idle(self, worker: WorkerProcess) -> None:
+        """A worker that died between jobs lost nothing: report it and start a new one."""
+        exitcode = worker.process.exitcode
         pid = worker.pid
+        worker.reap()
+        self.restarts += 1
+        self.report(f"render worker {worker.slot} (pid {pid}) {_exit_description(exitcode)} while idle; restarting it")
+
+    def _crashed(self, worker: WorkerProcess, job: Job, what: str | None, pending: deque[Job]) -> None:
+        """The worker died (what=None: say how, from its exit status) or hung; retry or give up."""
+        pid, process = worker.pid, worker.process
+        if what is None and process is not None:
+            process.join(2.0)  # a closed pipe can arrive just before the exit status
+            what = _exit_description(process.exitcode)
         worker.kill()
         self.restarts += 1
         message = f"render worker {worker.slot} (pid {pid}) {what} while {job.label}"
@@ -183,11 +195,13 @@ class WorkerPool:
                     if failure is not None or not pending or worker.slot in busy:
                         continue
                     job = pending.popleft()
+                    if worker.process is not None and not worker.running:
+                        self._died_idle(worker)
                     worker.ensure_started()
                     try:
                         worker.connection.send(job.message)
                     except (BrokenPipeError, ConnectionResetError, OSError):
-                        self._crashed(worker, job, _exit_description(worker.process.exitcode), pending)
+                        self._crashed(worker, job, None, pending)
                         continue
                     deadline = time.monotonic() + self.job_timeout if self.job_timeout else float("inf")
                     busy[worker.slot] = (worker, job, deadline)
@@ -213,7 +227,7 @@ class WorkerPool:
                 reply = worker.connection.recv()
             except (EOFError, OSError):
                 del busy[worker.slot]
-                self._crashed(worker, job, _exit_description(worker.process.exitcode), pending)
+                self._crashed(worker, job, None, pending)
                 return None
             del busy[worker.slot]
             if reply[0] == "ok":
@@ -224,10 +238,10 @@ class WorkerPool:
             return RenderJobError(f"{job.label}: {reply[1]}")
         if not worker.process.is_alive():
             del busy[worker.slot]
-            self._crashed(worker, job, _exit_description(worker.process.exitcode), pending)
+            self._crashed(worker, job, None, pending)
         elif time.monotonic() > deadline:
             del busy[worker.slot]
-            self._crashed(worker, job, f"took longer than {self.job_timeout:.0f} s", pending)
+            self._crashed(worker, job, f"took longer than {self.job_timeout:g} s", pending)
         return None
 
 
