@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -88,18 +90,18 @@ class Renderer:
         self.stats = RenderStats()
         self._coverage: OrderedDict[str, list[int]] = OrderedDict()
         self._scratch = tempfile.mkdtemp(prefix="clevr-render-")
-        self._pool = WorkerPool(self._worker_config, workers, job_timeout=job_timeout, retries=retries, report=report)
-
-    def _worker_config(self, slot: int, size: int) -> WorkerConfig:
-        log = os.path.join(self.log_dir, f"worker-{slot}.log") if self.log_dir else None
-        return WorkerConfig(self.preset, self.assets_dir, self.index_size, self.device, threads_per_worker(size), log)
+        # The pool gets a factory that does not hold this Renderer, so the finalizer below can run.
+        config_for = functools.partial(_worker_config, self.preset, self.assets_dir, self.index_size, device,
+                                       self.log_dir)
+        self._pool = WorkerPool(config_for, workers, job_timeout=job_timeout, retries=retries, report=report)
+        # Workers end even when a caller forgets close(): at garbage collection or interpreter exit.
+        self._finalizer = weakref.finalize(self, _shut_down, self._pool, self._scratch)
 
     # ------------------------------------------------------------------ lifetime
 
     def close(self) -> None:
         """End the workers and remove scratch files (the cache stays)."""
-        self._pool.close()
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        self._finalizer()
 
     def __enter__(self) -> Renderer:
         return self
@@ -254,6 +256,17 @@ class Renderer:
         """Indices of objects with too few visible pixels (the boundary enforcer's visibility hook)."""
         threshold = self.pixel_threshold
         return [i for i, count in enumerate(self.visible_pixels(scene)) if count < threshold]
+
+
+def _worker_config(preset: Preset, assets_dir: str | None, index_size: tuple[int, int], device: str,
+                   log_dir: str | None, slot: int, size: int) -> WorkerConfig:
+    log = os.path.join(log_dir, f"worker-{slot}.log") if log_dir else None
+    return WorkerConfig(preset, assets_dir, index_size, device, threads_per_worker(size), log)
+
+
+def _shut_down(pool: WorkerPool, scratch: str) -> None:
+    pool.close()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _label(paths: list[Path], key: str) -> str:
