@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -282,3 +283,13 @@ def test_clevr_assets_render_objects_at_their_pixel_coords(shared_data: Path) ->
                   clevr_assets=shared_data / "clevr_dataset_gen" / "blend") as renderer:
         _assert_objects_at_their_pixels(renderer.render_array(scene), scene)
         assert renderer.hidden_objects(_hidden_behind_cube()) == [1]
+
+
+def test_workers_end_when_a_renderer_is_dropped_without_close() -> None:
+    renderer = Renderer("fast", width=32, height=24, use_cache=False)
+    renderer.start()
+    (pid,) = renderer.worker_pids()
+    del renderer
+    gc.collect()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # stopped and reaped, not even a zombie left
