@@ -1,7 +1,7 @@
 """`clevr-game export`: attack runs -> a CLEVR-layout dataset of the manipulated scenes.
 
 Steps: find the finished runs, read their manipulations (every valid move when the
-run recorded them, else the best per item), keep the selected ones, re-verify each
+run recorded them in manipulations.jsonl, else the best move per item), keep the selected ones, re-verify each
 against its item, drop duplicates, optionally keep a seeded random subset, render
 the images when asked, and write scenes.json, questions.json and manifest.json
 (each atomically; the manifest last, so its presence means a complete export).
@@ -79,10 +79,11 @@ def _check_options(options: ExportOptions) -> None:
 
 
 def _manipulations(run: AttackRun, select: str, warnings: list[str]) -> Iterator[Manipulation]:
+    # Every recorded move when the run kept them (flips and drops too: more data than one per item).
+    every = run.every_valid_move()
+    if every is not None:
+        return every
     if select == "all":
-        every = run.every_valid_move()
-        if every is not None:
-            return every
         warnings.append(
             f"{run.folder}: no {MANIPULATIONS_FILE} (the attack kept only its best move per item); "
             "exporting the best manipulation per item"
