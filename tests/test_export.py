@@ -257,6 +257,8 @@ def test_interrupted_run_is_a_one_line_error(tmp_path, capsys):
     (run / "minigames.json").write_text("{}")
     message = _export_error(["--run", str(run), "--out", str(tmp_path / "out")], capsys)
     assert message == f"clevr-game: error: {run}: no result.json (the attack did not finish; rerun it to resume)"
+    (tmp_path / "trials.jsonl").write_text(json.dumps({"trial": "t", "run": str(run)}) + "\n")
+    assert _export_error(["--run", str(tmp_path), "--out", str(tmp_path / "out")], capsys) == message
     assert not (tmp_path / "out").exists()
 
 

@@ -60,12 +60,11 @@ def _trial_runs(results: Path) -> Iterator[Path]:
             yield found
 
 
-def _check_finished(folder: Path) -> None:
-    if (folder / RESULT_FILE).is_file():
-        return
+def _unfinished(folder: Path) -> InputError:
+    """Why `folder`, which has no result.json, cannot be exported."""
     if any((folder / mark).exists() for mark in UNFINISHED_MARKS):
-        raise InputError(f"{folder}: no {RESULT_FILE} (the attack did not finish; rerun it to resume)")
-    raise InputError(f"{folder}: not an attack run (no {RESULT_FILE}) nor a results folder (no {TRIALS_FILE})")
+        return InputError(f"{folder}: no {RESULT_FILE} (the attack did not finish; rerun it to resume)")
+    return InputError(f"{folder}: not an attack run (no {RESULT_FILE}) nor a results folder (no {TRIALS_FILE})")
 
 
 def run_folders(path: str | os.PathLike[str]) -> list[Path]:
@@ -75,13 +74,13 @@ def run_folders(path: str | os.PathLike[str]) -> list[Path]:
         raise InputError(f"{path}: no such folder (expected an attack run or a results folder)")
     if (path / RESULT_FILE).is_file():
         return [path]
-    if (path / TRIALS_FILE).is_file():
-        folders = list(_trial_runs(path))
-        for folder in folders:
-            _check_finished(folder)
-        return folders
-    _check_finished(path)
-    return [path]  # unreachable: _check_finished raised
+    if not (path / TRIALS_FILE).is_file():
+        raise _unfinished(path)
+    folders = list(_trial_runs(path))
+    unfinished = next((f for f in folders if not (f / RESULT_FILE).is_file()), None)
+    if unfinished is not None:
+        raise _unfinished(unfinished)
+    return folders
 
 
 @dataclass
