@@ -17,6 +17,7 @@ from clevr_game.errors import ClevrGameError, InputError
 from clevr_game.scene import write_json_atomic
 
 RESULT_FILE = "result.json"
+MANIPULATIONS_FILE = "manipulations.jsonl"
 
 
 @dataclass
@@ -127,8 +128,25 @@ def run_attack(options: AttackOptions) -> dict:
         "random_items": [{"item_id": r.item_id, "changed": r.changed, "dropped": r.dropped} for r in random],
         "history": asdict(history),
     }
+    _write_manipulations(trained, out / MANIPULATIONS_FILE)
     write_json_atomic(out / RESULT_FILE, result)
     return result
+
+
+def _write_manipulations(results: list, path: Path) -> None:
+    """Every valid move of the evaluation, for `clevr-game export --select all`."""
+    import json
+
+    from clevr_game.export import manipulation_record
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for result in results:
+            for o in result.valid_moves:
+                record = manipulation_record(o.item_id, o.moves, o.old_answer, o.new_answer, o.true_answer,
+                                             o.changed, o.dropped, o.new_scene)
+                handle.write(json.dumps(record) + "\n")
+    os.replace(tmp, path)
 
 
 def _tensorboard(folder: Path) -> Any:

@@ -9,7 +9,7 @@ random adversary is measured with the same number of samples on the same items.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,7 @@ class ItemResult:
     changed: bool
     dropped: bool
     best: Outcome | None
+    valid_moves: list[Outcome] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
         best = None
@@ -83,6 +84,7 @@ def evaluate(
         results.append(ItemResult(
             item.item_id, item.answer, mine[0].old_answer, samples, sum(o.valid for o in mine),
             any(o.changed for o in mine), any(o.dropped for o in mine), best,
+            [o for o in mine if o.valid and o.moves],
         ))
     return results
 

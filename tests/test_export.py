@@ -268,6 +268,7 @@ def test_empty_selection_writes_nothing(attack_run, tmp_path, capsys):
     for item in result["items"]:  # as against a player no move could change
         item.update(changed=False, dropped=False, best_manipulation=None)
     (run / "result.json").write_text(json.dumps(result))
+    (run / "manipulations.jsonl").write_text("")  # and no move of the evaluation changed anything
     message = _export_error(["--run", str(run), "--out", str(tmp_path / "out")], capsys)
     assert "nothing to export" in message and "changed the player's answer" in message
     assert not (tmp_path / "out").exists()
