@@ -201,6 +201,8 @@ def test_select_all_reads_every_recorded_move_and_removes_duplicates(attack_run,
 
 
 def test_select_all_without_the_record_of_every_move_warns_and_exports_the_best(attack_run, tmp_path, capsys):
+    attack_run = _copy_run(attack_run, tmp_path / "old-run")
+    (attack_run / "manipulations.jsonl").unlink()  # as written by an attack that kept only the best move
     assert main(["export", "--run", str(attack_run), "--out", str(tmp_path / "out"), "--select", "all"]) == 0
     captured = capsys.readouterr()
     warning = captured.err.strip()
