@@ -81,7 +81,19 @@ def attack_run(tmp_path_factory) -> Path:
         player=PLAYER, items=str(root / "items"), minigame_size=10, steps=64, num_envs=16, eval_samples=8,
         adversary_weights=str(root / "rn.pt"), out=str(root / "run"), progress=False,
     ))
+    # Most tests read the best manipulation per item; the attack's record of every move is kept aside.
+    (root / "run" / "manipulations.jsonl").rename(root / "attack_manipulations.jsonl")
     return root / "run"
+
+
+def test_every_move_the_attack_recorded_exports_and_reverifies(attack_run, tmp_path):
+    run = _copy_run(attack_run, tmp_path / "run")
+    shutil.copy(attack_run.parent / "attack_manipulations.jsonl", run / "manipulations.jsonl")
+    every = export_run(ExportOptions(run=run, out=tmp_path / "all", select="all"))
+    best = export_run(ExportOptions(run=attack_run, out=tmp_path / "best", select="all"))
+    assert every.questions > best.questions > 0
+    scenes, questions = load_dataset(tmp_path / "all" / "scenes.json", tmp_path / "all" / "questions.json")[:2]
+    assert len(questions) == every.questions
 
 
 def _items_folder(run: Path) -> Path:
@@ -202,7 +214,7 @@ def test_select_all_reads_every_recorded_move_and_removes_duplicates(attack_run,
 
 def test_select_all_without_the_record_of_every_move_warns_and_exports_the_best(attack_run, tmp_path, capsys):
     attack_run = _copy_run(attack_run, tmp_path / "old-run")
-    (attack_run / "manipulations.jsonl").unlink()  # as written by an attack that kept only the best move
+    (attack_run / "manipulations.jsonl").unlink(missing_ok=True)  # an attack that kept only the best move
     assert main(["export", "--run", str(attack_run), "--out", str(tmp_path / "out"), "--select", "all"]) == 0
     captured = capsys.readouterr()
     warning = captured.err.strip()
