@@ -36,16 +36,18 @@ class AdversarialSceneEnv(gym.Env):
         fr: float = -0.1,
         isr: float = -0.8,
         rules: Any = None,
+        visibility: Any = None,
         render_mode: str | None = None,
         renderer: Any = None,
     ):
         pool = items if isinstance(items, ItemPool) else ItemPool(items)
         self.game = Game(pool, player, moves=MoveSpace(mode, step), rewards=Rewards(dr, cr, fr, isr),
-                         rules=rules)
+                         rules=rules, visibility=visibility, renderer=renderer)
         self.observation_space = observation_space(pool)
         self.action_space = spaces.MultiDiscrete([NUM_BINS] * (2 * MAX_OBJECTS))
         self.render_mode = render_mode
         self.renderer = renderer
+        self._owns_renderer = renderer is None
         self._index = 0
         self._heads = np.arange(MAX_OBJECTS)
         self._last: Outcome | None = None
@@ -70,10 +72,18 @@ class AdversarialSceneEnv(gym.Env):
         obs = encode(self.pool, np.array([self._index]), self._heads[None])
         return {k: v[0] for k, v in obs.items()}, float(outcome.reward), True, False, outcome.info()
 
+    def close(self) -> None:
+        for renderer in {id(r): r for r in (self.renderer, self.game.renderer) if r is not None}.values():
+            if self._owns_renderer:
+                renderer.close()
+        super().close()
+
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":
             return None
         if self.renderer is None:
-            raise gym.error.DependencyNotInstalled("rgb_array rendering needs a renderer (clevr_game.render)")
+            from clevr_game.render import Renderer
+
+            self.renderer = self.game.renderer or Renderer("fast")  # closed with the env
         scene = self._last.new_scene if self._last and self._last.new_scene else self.pool.items[self._index].scene
         return self.renderer.render_array(scene)

@@ -10,8 +10,11 @@ cached; a move that leaves every object in place is answered from that cache.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +29,7 @@ from clevr_game.layout import BOUND, judge_batch
 from clevr_game.programs import SceneFacts, compile_scene
 from clevr_game.scene import Scene, project_to_pixels
 from envs.items import MAX_OBJECTS, Item, ItemPool
-from players.protocol import Answer, Player, Query
+from players.protocol import NEED_IMAGE, Answer, Player, Query
 
 NUM_BINS = 7
 STAY_BIN = 3
@@ -124,6 +127,8 @@ class Game:
         rewards: Rewards | None = None,
         rules: ConstraintRules | None = None,
         visibility: Callable[[Scene], list[int]] | None = None,
+        renderer: Any = None,
+        image_dir: str | None = None,
     ):
         self.pool = pool
         self.player = player
@@ -133,6 +138,8 @@ class Game:
             from envs.poc_items import PocRules
 
             rules = PocRules()
+        self.renderer = renderer
+        self.image_dir = image_dir
         self.boundary = BoundaryEnforcer(visibility)
         self.asp = AspEnforcer(rules)
         self.relevance = RelevanceEnforcer(rules)
@@ -141,16 +148,33 @@ class Game:
 
     # ------------------------------------------------------------------ answers
 
-    def _query(self, item: Item, scene: Scene) -> Query:
-        return Query(item.item_id, item.question, scene=scene, program=item.program,
-                     vocabulary=scene.vocabulary).restricted_to(self.player.needs)
+    def _queries(self, items: list[Item], scenes: list[Scene]) -> list[Query]:
+        """Queries restricted to what the player needs; images rendered (and cached) only for pixel players."""
+        paths: list[str | None] = [None] * len(scenes)
+        if NEED_IMAGE in self.player.needs:
+            paths = [str(p) for p in self._images(scenes)]
+        return [
+            Query(item.item_id, item.question, scene=scene, image_path=path, program=item.program,
+                  vocabulary=scene.vocabulary).restricted_to(self.player.needs)
+            for item, scene, path in zip(items, scenes, paths, strict=True)
+        ]
+
+    def _images(self, scenes: list[Scene]) -> list[Path]:
+        if self.renderer is None:
+            from clevr_game.render import Renderer
+
+            self.renderer = Renderer("fast")
+        if self.image_dir is None:
+            self.image_dir = tempfile.mkdtemp(prefix="clevr-game-images-")
+        names = [f"{self.renderer.image_key(scene)}.png" for scene in scenes]
+        return self.renderer.render_many(scenes, self.image_dir, names=names)
 
     def old_answers(self, indices: Sequence[int]) -> list[Answer]:
         """The player's answers on the original scenes, asked once per item and cached."""
         missing = sorted({int(i) for i in indices} - self._old_answers.keys())
         if missing:
             items = [self.pool.items[i] for i in missing]
-            answers = self.player.answer_batch([self._query(it, it.scene) for it in items])
+            answers = self.player.answer_batch(self._queries(items, [it.scene for it in items]))
             self._old_answers.update(zip(missing, answers, strict=True))
         return [self._old_answers[int(i)] for i in indices]
 
@@ -237,7 +261,7 @@ class Game:
             else:  # nothing moved: the old answer stands, the player is not asked again
                 outcomes[row] = self._finish(item, verdicts, old[row], old[row], move_list, scene)
         if to_ask:
-            queries = [self._query(pool.items[indices[row]], scene) for row, scene in to_ask]
+            queries = self._queries([pool.items[indices[row]] for row, _ in to_ask], [scene for _, scene in to_ask])
             for (row, scene), answer in zip(to_ask, self.player.answer_batch(queries), strict=True):
                 pending = outcomes[row]
                 outcomes[row] = self._finish(pool.items[indices[row]], pending.verdicts, old[row], answer,

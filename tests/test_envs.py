@@ -308,3 +308,26 @@ def _moved(item, outcome):
     for obj, dx, dy in outcome.moves:
         coords[obj, :2] += (dx, dy)
     return item.scene.with_coords(coords)
+
+
+def test_rgb_array_render_and_pixel_players_get_rendered_images(real_items, tmp_path):
+    from clevr_game.render import Renderer, read_png
+
+    seen = []
+
+    class ImagePlayer(Player):
+        needs = frozenset({"image"})
+        name = "image-reader"
+
+        def answer_batch(self, queries):
+            seen.extend(q.image_path for q in queries)
+            assert all(q.scene is None and q.program is None for q in queries)
+            return [Answer(q.item_id, "yes") for q in queries]
+
+    with Renderer("fast", width=64, height=48, cache_dir=tmp_path / "cache") as renderer:
+        env = AdversarialSceneEnv(real_items[:2], ImagePlayer(), render_mode="rgb_array", renderer=renderer)
+        env.reset(seed=0, options={"item": 0})
+        frame = env.render()
+        assert frame.shape == (48, 64, 3) and frame.dtype == np.uint8 and frame.std() > 1
+        env.step(np.full(20, STAY_BIN))
+        assert seen and all(read_png(path).shape == (48, 64, 3) for path in seen)
