@@ -294,12 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_benchmark_commands(sub)
     _add_poc_commands(sub)
     _add_export_commands(sub)
-    for optional in (_add_player_commands, _add_render_commands):
-        try:
-            optional(sub)
-        except ModuleNotFoundError as exc:  # a command group whose module is not written yet
-            if not (exc.name or "").startswith(("players.commands", "clevr_game.render")):
-                raise
+    _add_player_commands(sub)
+    _add_render_commands(sub)
     return parser
 
 
