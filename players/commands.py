@@ -35,7 +35,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     options = TrainingOptions(
         player=args.player, data=args.data, out=args.out, eval_data=args.eval_data,
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
-        weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, seed=args.seed,
+        weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
+        seed=args.seed,
         eval_every=args.eval_every, eval_size=args.eval_size, checkpoint_minutes=args.checkpoint_minutes,
         max_minutes=args.max_minutes, model_config=_model_config(args.config), threads=args.threads,
         log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
@@ -85,18 +86,21 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
     p.add_argument("--out", required=True, help="player file to write; the checkpoint is <out>.ckpt")
     p.add_argument("--eval-data", default=None, help="held-out dataset folder for the learning curve")
-    p.add_argument("--steps", type=int, default=20000, help="total optimiser steps (the cosine schedule ends here)")
+    p.add_argument("--steps", type=int, default=20000, help="total optimiser steps; resume with a larger value to extend the run")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--warmup-steps", type=int, default=500)
+    p.add_argument("--decay-steps", type=int, default=None,
+                   help="final linear learning-rate decay (default: the last fifth of --steps)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=1000)
     p.add_argument("--eval-size", type=int, default=5000, help="held-out questions used for the curve")
     p.add_argument("--checkpoint-minutes", type=float, default=5.0)
     p.add_argument("--max-minutes", type=float, default=None, help="checkpoint and stop after this long")
     p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 128, \"layers\": 4}'")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1 is fastest on a busy shared machine)")
     p.add_argument("--log-dir", default=None, help="TensorBoard folder (default <out>.logs; '' for none)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.ckpt")
     p.add_argument("--no-progress", action="store_true")

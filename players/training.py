@@ -1,4 +1,4 @@
-"""Training of the state players: tensorised data, AdamW with warmup and cosine decay, resumable.
+"""Training of the state players: tensorised data, AdamW with a warmup-stable-decay schedule, resumable.
 
 The run is a pure function of its options: the initial weights come from the
 seed, the batch order of epoch e from (seed, e), and dropout from the torch RNG
@@ -54,6 +54,7 @@ class TrainingOptions:
     learning_rate: float = 1e-3
     weight_decay: float = 0.01
     warmup_steps: int = 500
+    decay_steps: int | None = None
     clip_norm: float = 1.0
     seed: int = 0
     eval_every: int = 1000
@@ -61,7 +62,7 @@ class TrainingOptions:
     checkpoint_minutes: float = 5.0
     max_minutes: float | None = None
     model_config: dict[str, Any] = field(default_factory=dict)
-    threads: int = 2
+    threads: int = 1
     log_dir: str | None = None
     progress: bool = True
     resume: bool = False
@@ -73,6 +74,11 @@ class TrainingOptions:
             return PLAYER_KINDS[self.player]
         except KeyError:
             raise InputError(f"--player {self.player!r}: expected one of {', '.join(PLAYER_KINDS)}") from None
+
+    @property
+    def decay(self) -> int:
+        """Steps of the final decay: `decay_steps`, or a fifth of the run."""
+        return self.decay_steps if self.decay_steps is not None else self.steps // 5
 
     @property
     def checkpoint_path(self) -> Path:
@@ -107,12 +113,19 @@ class TrainingResult:
     final_loss: float
 
 
-def learning_rate_factor(step: int, warmup_steps: int, total_steps: int) -> float:
-    """Linear warmup to 1, then cosine decay to 0.05 at `total_steps`."""
+def learning_rate_factor(step: int, warmup_steps: int, total_steps: int, decay_steps: int) -> float:
+    """Warmup, stable, decay: linear warmup to 1, flat, then a linear fall to 0.02 over the last `decay_steps`.
+
+    The flat middle is what makes a run extendable: resuming with a larger
+    `--steps` before the decay started continues the same schedule, and the
+    decay is the run's last `decay_steps` whatever the total turned out to be.
+    """
     if step < warmup_steps:
         return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-    return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress))
+    decay_start = total_steps - decay_steps
+    if step < decay_start:
+        return 1.0
+    return max(0.02, 1.0 - 0.98 * (step - decay_start + 1) / max(1, decay_steps))
 
 
 def epoch_batches(lengths: torch.Tensor, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
@@ -174,7 +187,7 @@ def _optimizer(model: nn.Module, options: TrainingOptions) -> torch.optim.Optimi
 
 
 def _player_info(options: TrainingOptions, tensors: QuestionTensors, step: int, seconds: float,
-                 curve: list[dict[str, float]], model: nn.Module) -> dict[str, Any]:
+                 curve: list[dict[str, float]], model: nn.Module, heldout: dict[str, Any]) -> dict[str, Any]:
     return {
         "player": options.player,
         "data": str(options.data),
@@ -188,6 +201,7 @@ def _player_info(options: TrainingOptions, tensors: QuestionTensors, step: int, 
         "parameters": parameter_count(model),
         "curve": curve,
         "command": options.command,
+        "heldout": heldout,
     }
 
 
@@ -196,6 +210,9 @@ def train(options: TrainingOptions) -> TrainingResult:
     from tqdm import tqdm
 
     torch.set_num_threads(options.threads)
+    # Adam's second moments of rarely used embedding rows decay into denormal
+    # floats, which the CPU handles a hundred times slower.
+    torch.set_flush_denormal(True)
     kind = options.kind
     started = time.monotonic()
     checkpoint: dict[str, Any] | None = None
@@ -219,9 +236,10 @@ def train(options: TrainingOptions) -> TrainingResult:
     model = build_model(kind, config, len(vocabulary), len(answers))
     optimizer = _optimizer(model, options)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps)
+        optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps, options.decay)
     )
     step, seconds_before, curve = 0, 0.0, []
+    heldout: dict[str, Any] = {}
     if checkpoint is not None:
         model.load_state_dict(checkpoint["player"]["state_dict"])
         optimizer.load_state_dict(checkpoint["optimizer"])
@@ -236,7 +254,7 @@ def train(options: TrainingOptions) -> TrainingResult:
         return seconds_before + time.monotonic() - run_started
 
     def save() -> None:
-        info = _player_info(options, train_tensors, step, seconds_so_far(), curve, model)
+        info = _player_info(options, train_tensors, step, seconds_so_far(), curve, model, heldout)
         player_file = player_file_from(model, kind, vocabulary, answers, info)
         write_torch_atomic(options.checkpoint_path, {
             "player": to_dict(player_file),
@@ -279,7 +297,7 @@ def train(options: TrainingOptions) -> TrainingResult:
         optimizer.step()
         scheduler.step()
         step += 1
-        value = float(loss)
+        value = loss.item()
         loss_average = value if math.isnan(loss_average) else 0.98 * loss_average + 0.02 * value
         bar.update(1)
         if step % 50 == 0:
@@ -299,9 +317,24 @@ def train(options: TrainingOptions) -> TrainingResult:
     bar.close()
     if writer is not None:
         writer.close()
-    if step == 0 or not Path(options.out).exists():
+    if step == options.steps and options.eval_data:
+        heldout = _full_evaluation(model, options.eval_data, vocabulary, answers)
+        save()
+    if not Path(options.out).exists():
         save()
     return TrainingResult(step, seconds_so_far(), curve, loss_average)
+
+
+def _full_evaluation(model: nn.Module, folder: str, vocabulary: WordVocabulary, answers: list[str]) -> dict[str, Any]:
+    """Accuracy on every question of the held-out set, kept in the player file's info."""
+    tensors, _ = tensorise(folder, vocabulary, answers)
+    scores = evaluate_tensors(model, tensors)
+    return {
+        "data": str(folder),
+        "questions": len(tensors),
+        "accuracy": round(scores.accuracy, 4),
+        "families": {f: round(a, 4) for f, a in scores.family_accuracy().items()},
+    }
 
 
 _MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config")

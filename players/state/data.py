@@ -14,16 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from clevr_game.dataset import Question, dataset_files, load_dataset
+from clevr_game.dataset import dataset_files
 from clevr_game.errors import InputError
+from clevr_game.scene import load_scenes, read_json
 from clevr_game.text import WordVocabulary, tokenize
-from players.state.features import (
-    MAX_QUESTION_TOKENS,
-    answer_index,
-    family_name,
-    question_ids,
-    scene_arrays,
-)
+from players.state.features import MAX_QUESTION_TOKENS, answer_index, question_ids, scene_arrays
 from players.state.models import StateBatch
 
 
@@ -53,7 +48,47 @@ class QuestionTensors:
         return batch, self.answers[indices]
 
 
-def extended_vocabulary(base: WordVocabulary, questions: Sequence[Question]) -> WordVocabulary:
+@dataclass(frozen=True)
+class QuestionRecord:
+    """What training reads of a question: no program, so a million of them load quickly."""
+
+    index: int
+    image_index: int
+    text: str
+    answer: str
+    family: str
+
+
+def read_question_records(path: Path) -> list[QuestionRecord]:
+    """The questions of a CLEVR questions file with an answer each; InputError naming the bad one."""
+    data = read_json(path)
+    questions = data.get("questions") if isinstance(data, dict) else data
+    if not isinstance(questions, list):
+        raise InputError(f"{path.name}: expected a CLEVR questions file with a 'questions' list")
+    records = []
+    for position, raw in enumerate(questions):
+        where = f"{path.name}: question {position}"
+        if not isinstance(raw, dict):
+            raise InputError(f"{where}: expected a question (JSON dict)")
+        image_index, text, answer = raw.get("image_index"), raw.get("question"), raw.get("answer")
+        if isinstance(image_index, bool) or not isinstance(image_index, int):
+            raise InputError(f"{where}: missing or non-integer field 'image_index'")
+        if not isinstance(text, str):
+            raise InputError(f"{where}: missing or non-string field 'question'")
+        if isinstance(answer, bool):
+            answer = "yes" if answer else "no"
+        if not isinstance(answer, (str, int)):
+            raise InputError(f"{where}: no answer (training and evaluation need answered questions)")
+        template = raw.get("template_filename")
+        if isinstance(template, str) and template:
+            family = Path(template).stem
+        else:
+            family = str(raw.get("question_family_index", "unknown"))
+        records.append(QuestionRecord(position, image_index, text, str(answer), family))
+    return records
+
+
+def extended_vocabulary(base: WordVocabulary, questions: Sequence[QuestionRecord]) -> WordVocabulary:
     """`base` plus every new word of `questions`, appended in sorted order (stable ids)."""
     words = {w for q in questions for w in tokenize(q.text)}
     return WordVocabulary(list(base.words[2:]) + sorted(words - set(base.words)))
@@ -73,41 +108,44 @@ def tensorise(
     otherwise they encode as the UNKNOWN id. Returns the vocabulary used.
     """
     scenes_path, questions_path = dataset_files(folder)
-    scenes, questions, _ = load_dataset(scenes_path, questions_path)
+    questions = read_question_records(questions_path)
     if limit is not None:
         questions = questions[:limit]
     if not questions:
         raise InputError(f"{questions_path}: no questions")
+    scenes = load_scenes(scenes_path)
     if extend_vocabulary:
         vocabulary = extended_vocabulary(vocabulary, questions)
     if len(vocabulary) > np.iinfo(np.int16).max:
         raise InputError(f"word vocabulary of {len(vocabulary)} words is too large")
     row_of_image = {(s.image_index if s.image_index is not None else i): i for i, s in enumerate(scenes)}
-    arrays = scene_arrays(scenes, f"{Path(scenes_path).name}: scene")
+    arrays = scene_arrays(scenes, f"{scenes_path.name}: scene")
     classes = {answer: index for index, answer in enumerate(answers)}
     answer_ids = np.empty(len(questions), dtype=np.int64)
+    scene_rows = np.empty(len(questions), dtype=np.int64)
     for row, question in enumerate(questions):
-        where = f"{Path(questions_path).name}: question {question.index}"
-        if question.answer is None:
-            raise InputError(f"{where}: no answer (training and evaluation need answered questions)")
+        where = f"{questions_path.name}: question {question.index}"
         answer_index(question.answer, where)  # the CLEVR check, with its one-line error
         answer_class = classes.get(question.answer.strip().lower())
         if answer_class is None:
             raise InputError(f"{where}: answer {question.answer!r} is not among the player's answers")
         answer_ids[row] = answer_class
-    families = [family_name(q) for q in questions]
-    family_names = sorted(set(families))
+        scene_row = row_of_image.get(question.image_index)
+        if scene_row is None:
+            raise InputError(f"{where}: image_index {question.image_index} is not in {scenes_path.name}")
+        scene_rows[row] = scene_row
+    family_names = sorted({q.family for q in questions})
     family_ids = {name: i for i, name in enumerate(family_names)}
     words = question_ids([q.text for q in questions], vocabulary, MAX_QUESTION_TOKENS)
     tensors = QuestionTensors(
         positions=torch.from_numpy(arrays.positions),
         attributes=torch.from_numpy(arrays.attributes),
         present=torch.from_numpy(arrays.present),
-        scene_of=torch.tensor([row_of_image[q.image_index] for q in questions], dtype=torch.int64),
+        scene_of=torch.from_numpy(scene_rows),
         words=torch.from_numpy(words.astype(np.int16)),
         lengths=torch.from_numpy((words != 0).sum(axis=1)),
         answers=torch.from_numpy(answer_ids),
-        families=torch.tensor([family_ids[f] for f in families], dtype=torch.int64),
+        families=torch.tensor([family_ids[q.family] for q in questions], dtype=torch.int64),
         family_names=family_names,
     )
     return tensors, vocabulary

@@ -15,7 +15,16 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from players.state.features import ATTRIBUTE_TABLE_SIZES, MAX_OBJECTS, MAX_QUESTION_TOKENS
+from clevr_game.scene import RELATION_THRESHOLD
+from players.state.features import (
+    ATTRIBUTE_TABLE_SIZES,
+    MAX_OBJECTS,
+    MAX_QUESTION_TOKENS,
+    POSITION_SCALE,
+)
+
+RELATION_CODES = 9
+"""Pairwise spatial codes: (left of / neither / right of) x (in front of / neither / behind)."""
 
 
 class StateBatch(NamedTuple):
@@ -32,12 +41,13 @@ class StateBatch(NamedTuple):
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    width: int = 128
-    layers: int = 4
-    heads: int = 8
-    feedforward: int = 256
+    width: int = 96
+    layers: int = 5
+    heads: int = 4
+    feedforward: int = 192
     fourier_bands: int = 6
     dropout: float = 0.0
+    relation_bias: bool = True
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,51 @@ class RelationNetworkConfig:
     f_width: int = 256
     fourier_bands: int = 6
     dropout: float = 0.1
+    relation_codes: bool = True
+
+
+def relation_codes(positions: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) codes in 0..8: where object j lies from object i, by CLEVR's 0.2 margin rule.
+
+    Positions are already in the camera's ground frame (right, behind), so each
+    of CLEVR's relations is one coordinate difference against the threshold.
+    """
+    delta = positions.unsqueeze(1) - positions.unsqueeze(2)  # delta[b, i, j] = p_j - p_i
+    threshold = RELATION_THRESHOLD / POSITION_SCALE
+    sides = (delta > threshold).long() - (delta < -threshold).long() + 1  # 0, 1, 2 per axis
+    return sides[..., 0] * 3 + sides[..., 1]
+
+
+class RelationBiasedLayer(nn.Module):
+    """A pre-norm transformer encoder layer whose object-to-object attention gets a learned
+    per-head bias for each spatial relation code (a relative position encoding for scenes)."""
+
+    def __init__(self, width: int, heads: int, feedforward: int, dropout: float):
+        super().__init__()
+        self.heads = heads
+        self.attention_norm = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.attention_out = nn.Linear(width, width)
+        self.feedforward_norm = nn.LayerNorm(width)
+        self.feedforward = nn.Sequential(nn.Linear(width, feedforward), nn.GELU(), nn.Linear(feedforward, width))
+        self.dropout = nn.Dropout(dropout)
+        self.relation_bias = nn.Embedding(RELATION_CODES, heads)
+        nn.init.zeros_(self.relation_bias.weight)
+
+    def forward(self, tokens: torch.Tensor, key_bias: torch.Tensor, codes: torch.Tensor | None,
+                objects: slice) -> torch.Tensor:
+        batch_size, length, width = tokens.shape
+        qkv = self.qkv(self.attention_norm(tokens)).view(batch_size, length, 3, self.heads, width // self.heads)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4)
+        bias = key_bias.expand(batch_size, self.heads, length, length)
+        if codes is not None:
+            bias = bias.clone()
+            bias[:, :, objects, objects] += self.relation_bias(codes).permute(0, 3, 1, 2)
+        attended = nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=bias, dropout_p=self.dropout.p if self.training else 0.0
+        )
+        tokens = tokens + self.dropout(self.attention_out(attended.transpose(1, 2).reshape(batch_size, length, width)))
+        return tokens + self.dropout(self.feedforward(self.feedforward_norm(tokens)))
 
 
 class ObjectEncoder(nn.Module):
@@ -78,7 +133,12 @@ class ObjectEncoder(nn.Module):
 
 
 class StateTransformer(nn.Module):
-    """[answer token, 10 object tokens, question words] -> pre-norm transformer encoder -> answer logits."""
+    """[answer token, 10 object tokens, question words] -> pre-norm transformer encoder -> answer logits.
+
+    With `relation_bias`, attention between two objects adds a learned per-head
+    bias for their spatial relation code, so relational questions need not
+    rediscover CLEVR's left/right/front/behind rule from raw coordinates.
+    """
 
     TYPE_ANSWER, TYPE_OBJECT, TYPE_WORD = 0, 1, 2
 
@@ -91,11 +151,9 @@ class StateTransformer(nn.Module):
         self.word_positions = nn.Embedding(MAX_QUESTION_TOKENS, width)
         self.types = nn.Embedding(3, width)
         self.answer_token = nn.Parameter(torch.zeros(width))
-        layer = nn.TransformerEncoderLayer(
-            width, config.heads, config.feedforward, config.dropout,
-            activation="gelu", batch_first=True, norm_first=True,
+        self.layers = nn.ModuleList(
+            RelationBiasedLayer(width, config.heads, config.feedforward, config.dropout) for _ in range(config.layers)
         )
-        self.encoder = nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
         self.head = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, answer_count))
 
     def forward(self, batch: StateBatch) -> torch.Tensor:
@@ -106,16 +164,20 @@ class StateTransformer(nn.Module):
         answer = (self.answer_token + self.types.weight[self.TYPE_ANSWER]).expand(batch_size, 1, -1)
         tokens = torch.cat([answer, objects, words], dim=1)
         # Only word padding is hidden; empty object slots stay visible as the empty token.
-        hidden = torch.zeros(batch_size, 1 + MAX_OBJECTS, dtype=torch.bool, device=tokens.device)
-        padding = torch.cat([hidden, batch.words == 0], dim=1)
-        encoded = self.encoder(tokens, src_key_padding_mask=padding)
-        return self.head(encoded[:, 0])
+        key_bias = torch.zeros(batch_size, 1, 1, tokens.shape[1], device=tokens.device)
+        key_bias[:, 0, 0, 1 + MAX_OBJECTS :] = torch.where(batch.words == 0, float("-inf"), 0.0)
+        codes = relation_codes(batch.positions) if self.config.relation_bias else None
+        object_slots = slice(1, 1 + MAX_OBJECTS)
+        for layer in self.layers:
+            tokens = layer(tokens, key_bias, codes, object_slots)
+        return self.head(tokens[:, 0])
 
 
 class StateRelationNetwork(nn.Module):
     """Santoro et al. 2017, state input: f(sum over object pairs of g(o_i, o_j, q)).
 
-    The question is the last state of an LSTM over the words. g's first layer is
+    The question is the last state of an LSTM over the words; with
+    `relation_codes`, each pair also sees its spatial relation code. g's first layer is
     linear in the concatenation [o_i, o_j, q], so it is computed as three
     projections broadcast over the pairs (same function, a tenth of the work).
     Pairs with an empty slot are left out of the sum.
@@ -131,6 +193,7 @@ class StateRelationNetwork(nn.Module):
         self.first_i = nn.Linear(width, width, bias=False)
         self.first_j = nn.Linear(width, width, bias=False)
         self.first_q = nn.Linear(config.question_width, width)
+        self.first_relation = nn.Embedding(RELATION_CODES, width) if config.relation_codes else None
         rest: list[nn.Module] = []
         for _ in range(config.g_layers - 1):
             rest += [nn.ReLU(), nn.Linear(width, width)]
@@ -155,6 +218,8 @@ class StateRelationNetwork(nn.Module):
             + self.first_j(objects).unsqueeze(1)
             + self.first_q(question)[:, None, None, :]
         )
+        if self.first_relation is not None:
+            first = first + self.first_relation(relation_codes(batch.positions))
         pairs = self.g_rest(first)  # (B, N, N, width)
         both_present = (batch.present.unsqueeze(2) & batch.present.unsqueeze(1)).unsqueeze(-1)
         relations = (pairs * both_present).sum(dim=(1, 2))
