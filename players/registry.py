@@ -89,3 +89,18 @@ def _state_player(class_name: str) -> PlayerFactory:
 
 register("state-transformer", _state_player("StateTransformerPlayer"))
 register("state-rn", _state_player("StateRelationNetworkPlayer"))
+
+
+def _pixel_player(class_name: str) -> PlayerFactory:
+    # Imported on first use, like the state players.
+    def factory(**kwargs: Any) -> Player:
+        from players.pixel import player
+
+        return getattr(player, class_name)(**kwargs)
+
+    return factory
+
+
+register("pixel-rn", _pixel_player("PixelRelationNetworkPlayer"))
+register("film", _pixel_player("FiLMPlayer"))
+register("neuro-symbolic", _pixel_player("NeuroSymbolicPlayer"))

@@ -1,0 +1,76 @@
+"""A dataset as tensors for pixel training: rendered images, tensorised questions, programs, scene targets.
+
+The questions are tensorised by the state players' own code
+(`players.state.data.tensorise`: words, answers, families, scene of each
+question); images are the dataset's renders with the player's image spec,
+indexed like the scenes, so `images[questions.scene_of[q]]` is question q's
+image.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from clevr_game.dataset import dataset_files, load_questions
+from clevr_game.programs import Program
+from clevr_game.text import WordVocabulary
+from players.pixel.images import ImageSpec, dataset_images
+from players.pixel.perception import SceneTargets, scene_targets
+from players.pixel.program_tokens import encode_programs
+from players.state.data import QuestionTensors, tensorise
+
+
+@dataclass
+class PixelData:
+    images: torch.Tensor  # (S, H, W, 3) uint8, scenes-file order
+    questions: QuestionTensors
+    programs: list[Program]  # per question
+    answers_text: list[str]  # per question, canonical
+    targets: SceneTargets  # per scene: projected centres, attribute ids, presence
+    program_ids: torch.Tensor | None = None  # (Q, T) int64 parser targets (neuro-symbolic only)
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+
+def load_pixel_data(
+    folder: str | os.PathLike[str],
+    vocabulary: WordVocabulary,
+    answers: Sequence[str],
+    spec: ImageSpec,
+    *,
+    limit: int | None = None,
+    extend_vocabulary: bool = False,
+    render_workers: int = 2,
+    progress: bool = False,
+) -> tuple[PixelData, WordVocabulary]:
+    """Images (rendered when missing), questions and targets of the dataset in `folder`."""
+    questions, vocabulary = tensorise(folder, vocabulary, answers, limit=limit, extend_vocabulary=extend_vocabulary)
+    scenes, stack = dataset_images(folder, spec, workers=render_workers, progress=progress)
+    _, questions_path = dataset_files(folder)
+    records = load_questions(questions_path)[: len(questions)]
+    data = PixelData(
+        images=torch.from_numpy(stack),
+        questions=questions,
+        programs=[q.program for q in records],
+        answers_text=[str(q.answer).strip().lower() for q in records],
+        targets=scene_targets(scenes, spec.width, spec.height),
+    )
+    return data, vocabulary
+
+
+def attach_program_ids(data: PixelData, tokens: Sequence[str], length: int) -> None:
+    """Parser targets for every question (InputError for a program the token list cannot write)."""
+    data.program_ids = torch.from_numpy(encode_programs(data.programs, tokens, length))
+
+
+def image_rows(data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
+    """The distinct scenes of questions `indices`, and per question its row among them."""
+    scenes = data.questions.scene_of[indices]
+    unique, row_of = torch.unique(scenes, return_inverse=True)
+    return unique, row_of.numpy()

@@ -1,0 +1,69 @@
+"""Accuracy of an image-reading player on a CLEVR-format dataset, images rendered with its spec.
+
+The same scoring as `players.state.evaluation` (overall, per family, error
+answers counted apart); the queries carry `image_path` (the dataset's images
+rendered with the player's preset and size, rendered first when missing) and
+the scene's answer vocabulary, and nothing else a pixel player may not see.
+"""
+
+from __future__ import annotations
+
+import os
+
+from clevr_game.dataset import dataset_files, load_questions
+from clevr_game.errors import InputError
+from players.pixel.images import ImageSpec, ensure_images
+from players.protocol import Player, Query
+from players.state.evaluation import Evaluation
+from players.state.features import family_name
+
+
+def evaluate_image_player(
+    player: Player,
+    folder: str | os.PathLike[str],
+    *,
+    spec: ImageSpec | None = None,
+    limit: int | None = None,
+    batch_size: int = 256,
+    render_workers: int = 2,
+    progress: bool = False,
+) -> Evaluation:
+    """Ask `player` every question (the first `limit`) of the dataset in `folder` about its rendered image.
+
+    `spec` defaults to the player's own `image_spec` (pixel players have one),
+    else the fast preset at 128 x 96.
+    """
+    from tqdm import tqdm
+
+    spec = spec or getattr(player, "image_spec", None) or ImageSpec()
+    scenes, paths = ensure_images(folder, spec, workers=render_workers, progress=progress)
+    scene_of = {(s.image_index if s.image_index is not None else i): (s, p)
+                for i, (s, p) in enumerate(zip(scenes, paths, strict=True))}
+    _, questions_path = dataset_files(folder)
+    questions = load_questions(questions_path)[:limit]
+    if not questions:
+        raise InputError(f"{questions_path}: no questions to evaluate")
+    result = Evaluation()
+    bar = tqdm(total=len(questions), disable=not progress, unit="q")
+    for start in range(0, len(questions), batch_size):
+        chunk = questions[start : start + batch_size]
+        queries = []
+        for q in chunk:
+            if q.image_index not in scene_of:
+                raise InputError(f"{questions_path.name}: question {q.index}: image_index {q.image_index} has no scene")
+            if q.answer is None:
+                raise InputError(f"{questions_path.name}: question {q.index}: no answer to score against")
+            scene, path = scene_of[q.image_index]
+            queries.append(Query(f"{q.image_index}:{q.index}", q.text, image_path=str(path),
+                                 vocabulary=scene.vocabulary).restricted_to(player.needs))
+        for question, answer in zip(chunk, player.answer_batch(queries), strict=True):
+            family = family_name(question)
+            hit = answer.ok and answer.text == str(question.answer).strip().lower()
+            result.correct[family] = result.correct.get(family, 0) + int(hit)
+            result.total[family] = result.total.get(family, 0) + 1
+            if not answer.ok:
+                result.errors += 1
+                result.first_error = result.first_error or answer.error
+        bar.update(len(chunk))
+    bar.close()
+    return result

@@ -1,0 +1,186 @@
+"""Pixel-input question answering networks: a CNN relation network and FiLM.
+
+Both read `(images, words)`: images (B, H, W, 3) uint8 as rendered, word ids
+(B, L) with 0 as padding; both return logits over the answer classes. A config
+is a plain dataclass so the player file stores it as a dict.
+
+- `PixelRelationNetwork` (Santoro et al. 2017): a small strided CNN, every
+  cell of its last feature map (with its coordinates) is an object, and
+  f(sum over cell pairs of g(o_i, o_j, q)) answers.
+- `FiLMNetwork` (Perez et al. 2018): a CNN stem, residual blocks whose
+  normalised features are scaled and shifted per channel by the question
+  (gamma, beta from a GRU), coordinate maps before each block, a max-pooled
+  classifier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+# Rough per-channel statistics of the renders: inputs near zero mean and unit scale.
+_PIXEL_MEAN = 0.45
+_PIXEL_SCALE = 0.25
+
+
+def normalise_images(images: torch.Tensor) -> torch.Tensor:
+    """(B, H, W, 3) uint8 -> (B, 3, H, W) float, about zero mean and unit scale."""
+    return (images.permute(0, 3, 1, 2).float() / 255.0 - _PIXEL_MEAN) / _PIXEL_SCALE
+
+
+def coordinate_maps(batch: int, height: int, width: int, device: torch.device) -> torch.Tensor:
+    """(B, 2, H, W): x and y of every cell in -1..1 (the CoordConv trick: position as input)."""
+    ys = torch.linspace(-1.0, 1.0, height, device=device)
+    xs = torch.linspace(-1.0, 1.0, width, device=device)
+    grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
+    return torch.stack([grid_x, grid_y]).unsqueeze(0).expand(batch, -1, -1, -1)
+
+
+def conv_block(in_channels: int, out_channels: int, stride: int = 1, dilation: int = 1) -> nn.Sequential:
+    """3x3 convolution, batch norm, ReLU (padding keeps the size at stride 1)."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=dilation, dilation=dilation, bias=False),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(inplace=True),
+    )
+
+
+class QuestionEncoder(nn.Module):
+    """Word embeddings and a one-way recurrent network; the question is its state at the last word."""
+
+    def __init__(self, vocabulary_size: int, word_width: int, width: int, cell: str = "lstm"):
+        super().__init__()
+        self.words = nn.Embedding(vocabulary_size, word_width, padding_idx=0)
+        recurrent = nn.LSTM if cell == "lstm" else nn.GRU
+        self.recurrent = recurrent(word_width, width, batch_first=True)
+
+    def forward(self, words: torch.Tensor) -> torch.Tensor:
+        outputs, _ = self.recurrent(self.words(words))
+        # One-way, so the output at the last real word has not seen the padding after it.
+        last = ((words != 0).sum(dim=1) - 1).clamp(min=0)
+        return outputs[torch.arange(words.shape[0], device=words.device), last]
+
+
+@dataclass(frozen=True)
+class PixelRNConfig:
+    channels: int = 24
+    conv_layers: int = 4
+    word_width: int = 32
+    question_width: int = 128
+    g_width: int = 128
+    g_layers: int = 3
+    f_width: int = 128
+    dropout: float = 0.1
+
+
+class PixelRelationNetwork(nn.Module):
+    """CNN cells as objects + question LSTM + relation network (Santoro et al. 2017)."""
+
+    def __init__(self, config: PixelRNConfig, vocabulary_size: int, answer_count: int):
+        super().__init__()
+        self.config = config
+        layers = [conv_block(3 if i == 0 else config.channels, config.channels, stride=2)
+                  for i in range(config.conv_layers)]
+        self.cnn = nn.Sequential(*layers)
+        self.question = QuestionEncoder(vocabulary_size, config.word_width, config.question_width)
+        cell_width = config.channels + 2  # features and the cell's coordinates
+        # g's first layer is linear in [o_i, o_j, q]: three projections broadcast over the pairs.
+        self.first_i = nn.Linear(cell_width, config.g_width, bias=False)
+        self.first_j = nn.Linear(cell_width, config.g_width, bias=False)
+        self.first_q = nn.Linear(config.question_width, config.g_width)
+        rest: list[nn.Module] = []
+        for _ in range(config.g_layers - 1):
+            rest += [nn.ReLU(), nn.Linear(config.g_width, config.g_width)]
+        self.g_rest = nn.Sequential(*rest, nn.ReLU())
+        self.f = nn.Sequential(
+            nn.Linear(config.g_width, config.f_width), nn.ReLU(), nn.Dropout(config.dropout),
+            nn.Linear(config.f_width, config.f_width), nn.ReLU(), nn.Dropout(config.dropout),
+            nn.Linear(config.f_width, answer_count),
+        )
+
+    def cells(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, N, C + 2): the feature vector and coordinates of every cell of the last feature map."""
+        features = self.cnn(normalise_images(images))
+        batch, _, height, width = features.shape
+        features = torch.cat([features, coordinate_maps(batch, height, width, features.device)], dim=1)
+        return features.flatten(2).transpose(1, 2)
+
+    def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        objects = self.cells(images)
+        question = self.question(words)
+        first = (
+            self.first_i(objects).unsqueeze(2)
+            + self.first_j(objects).unsqueeze(1)
+            + self.first_q(question)[:, None, None, :]
+        )
+        # The mean, not Santoro's sum, over the pairs: the scale does not grow with the grid.
+        relations = self.g_rest(first).mean(dim=(1, 2))
+        return self.f(relations)
+
+
+@dataclass(frozen=True)
+class FiLMConfig:
+    stem_channels: int = 32
+    stem_layers: int = 3
+    width: int = 48
+    blocks: int = 3
+    word_width: int = 32
+    question_width: int = 128
+    classifier_width: int = 128
+    dropout: float = 0.0
+
+
+class FiLMBlock(nn.Module):
+    """Perez et al.'s residual block: 1x1 conv, 3x3 conv, batch norm without affine, FiLM, ReLU, skip."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.entry = nn.Conv2d(width + 2, width, 1)
+        self.conv = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.norm = nn.BatchNorm2d(width, affine=False)
+
+    def forward(self, features: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+        batch, _, height, width = features.shape
+        coordinates = coordinate_maps(batch, height, width, features.device)
+        entry = torch.relu(self.entry(torch.cat([features, coordinates], dim=1)))
+        normalised = self.norm(self.conv(entry))
+        modulated = gamma[:, :, None, None] * normalised + beta[:, :, None, None]
+        return entry + torch.relu(modulated)
+
+
+class FiLMNetwork(nn.Module):
+    """CNN stem + FiLM-ed residual blocks conditioned on a question GRU (Perez et al. 2018)."""
+
+    def __init__(self, config: FiLMConfig, vocabulary_size: int, answer_count: int):
+        super().__init__()
+        self.config = config
+        stem = [conv_block(3 if i == 0 else config.stem_channels, config.stem_channels, stride=2)
+                for i in range(config.stem_layers)]
+        stem.append(conv_block(config.stem_channels, config.width))
+        self.stem = nn.Sequential(*stem)
+        self.question = QuestionEncoder(vocabulary_size, config.word_width, config.question_width, cell="gru")
+        self.film = nn.Linear(config.question_width, 2 * config.width * config.blocks)
+        self.blocks = nn.ModuleList(FiLMBlock(config.width) for _ in range(config.blocks))
+        self.classifier_conv = nn.Sequential(
+            nn.Conv2d(config.width + 2, config.classifier_width, 1, bias=False),
+            nn.BatchNorm2d(config.classifier_width),
+            nn.ReLU(inplace=True),
+        )
+        self.classifier = nn.Sequential(
+            nn.Linear(config.classifier_width, config.classifier_width), nn.ReLU(), nn.Dropout(config.dropout),
+            nn.Linear(config.classifier_width, answer_count),
+        )
+
+    def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        features = self.stem(normalise_images(images))
+        parameters = self.film(self.question(words)).view(words.shape[0], self.config.blocks, 2, self.config.width)
+        for index, block in enumerate(self.blocks):
+            # Gamma around 1 at the start: the blocks begin as plain residual blocks.
+            gamma = 1.0 + parameters[:, index, 0]
+            features = block(features, gamma, parameters[:, index, 1])
+        batch, _, height, width = features.shape
+        coordinates = coordinate_maps(batch, height, width, features.device)
+        pooled = self.classifier_conv(torch.cat([features, coordinates], dim=1)).amax(dim=(2, 3))
+        return self.classifier(pooled)

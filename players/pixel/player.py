@@ -1,0 +1,173 @@
+"""Pixel-input Visual-QA players: read the rendered image (`Query.image_path`) and the question text.
+
+- `PixelRelationNetworkPlayer` (`pixel-rn`) and `FiLMPlayer` (`film`): one
+  network from (image, words) to answer logits; the answer is the best one
+  allowed by the query's answer vocabulary.
+- `NeuroSymbolicPlayer` (`neuro-symbolic`): perceives the objects, parses the
+  question into a program and executes it on the perceived scene.
+
+Each loads a pixel player file (by default the one shipped in
+`players/weights/`), whose image spec (`render_preset`, `image_size`) says how
+the game must render the images it is shown; an image of another size is
+resized. A missing or unreadable image gives an error answer for that query
+only. Images are read and answered `batch_size` at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from clevr_game.errors import InputError
+from clevr_game.scene import Scene
+from players.pixel.checkpoint import PixelPlayerFile, load_player_file
+from players.pixel.images import ImageSpec, load_image
+from players.pixel.neuro_symbolic import NeuroSymbolicNetwork, answer_questions, perceive
+from players.pixel.program_tokens import arities
+from players.protocol import NEED_IMAGE, Answer, Player, Query, checked_answer
+from players.state.checkpoint import shipped_path
+from players.state.features import MAX_QUESTION_TOKENS
+
+
+class PixelPlayer(Player):
+    """A pixel-input player backed by one pixel player file."""
+
+    needs = frozenset({NEED_IMAGE})
+    kind = ""
+    shipped_file = ""
+    default_name = "pixel-player"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        name: str | None = None,
+        device: str | torch.device = "cpu",
+        batch_size: int = 64,
+    ) -> None:
+        self.path = Path(path) if path is not None else shipped_path(self.shipped_file)
+        self.file: PixelPlayerFile = load_player_file(self.path)
+        if self.kind and self.file.kind != self.kind:
+            raise InputError(f"{self.path}: holds a {self.file.kind!r} model, not a {self.kind!r} one")
+        if batch_size < 1:
+            raise InputError(f"batch_size must be at least 1, got {batch_size}")
+        self.name = name or type(self).default_name
+        self.device = torch.device(device)
+        self.batch_size = batch_size
+        self.model = self.file.build(self.device)
+        self.vocabulary = self.file.vocabulary()
+        self.answers = list(self.file.answers)
+
+    @property
+    def image_spec(self) -> ImageSpec:
+        return self.file.image
+
+    @property
+    def render_preset(self) -> str:
+        """The render preset the player was trained on; show it images rendered with this preset."""
+        return self.file.image.preset
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """(width, height) of the images the player reads."""
+        return self.file.image.width, self.file.image.height
+
+    def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
+        answers: list[Answer | None] = [None] * len(queries)
+        for start in range(0, len(queries), self.batch_size):
+            rows = range(start, min(start + self.batch_size, len(queries)))
+            ready, images = [], []
+            for row in rows:
+                query = queries[row]
+                where = f"{self.name}: query {query.item_id!r}"
+                if query.image_path is None:
+                    answers[row] = Answer.failed(query.item_id, f"{where}: no image given (a pixel player needs the image)")
+                    continue
+                try:
+                    images.append(load_image(query.image_path, self.image_spec))
+                except InputError as exc:
+                    answers[row] = Answer.failed(query.item_id, f"{where}: {exc}")
+                    continue
+                ready.append(row)
+            if ready:
+                words = np.stack([self.vocabulary.encode(queries[r].question, MAX_QUESTION_TOKENS) for r in ready])
+                for row, raw in zip(ready, self._answer_images(np.stack(images), words), strict=True):
+                    answers[row] = self._checked(queries[row], raw)
+        return [a for a in answers if a is not None]
+
+    def _answer_images(self, images: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
+        """Per question: the answer text, or the answer classes best first."""
+        raise NotImplementedError
+
+    def _checked(self, query: Query, raw: str | list[str]) -> Answer:
+        if isinstance(raw, str):
+            return checked_answer(query, raw, self.name)
+        allowed = set(query.answer_vocabulary().answer_values)
+        best = next((answer for answer in raw if answer in allowed), None)
+        if best is None:
+            return Answer.failed(query.item_id, f"{self.name}: no answer of this vocabulary")
+        return checked_answer(query, best, self.name)
+
+    def _tensors(self, images: np.ndarray, words: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        longest = max(int((words != 0).sum(axis=1).max()), 1)
+        return (torch.from_numpy(images).to(self.device),
+                torch.from_numpy(np.ascontiguousarray(words[:, :longest])).to(self.device))
+
+
+class _AnsweringPlayer(PixelPlayer):
+    @torch.inference_mode()
+    def _answer_images(self, images: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
+        logits = self.model(*self._tensors(images, words)).float().cpu().numpy()
+        return [[self.answers[i] for i in np.argsort(-scores)] for scores in logits]
+
+
+class PixelRelationNetworkPlayer(_AnsweringPlayer):
+    """CNN cells as objects + question LSTM + relation network (shipped: `pixel-rn`)."""
+
+    kind = "relation-network"
+    shipped_file = "pixel-rn.pt"
+    default_name = "pixel-rn"
+
+
+class FiLMPlayer(_AnsweringPlayer):
+    """CNN with question-conditioned FiLM layers (shipped: `film`)."""
+
+    kind = "film"
+    shipped_file = "film.pt"
+    default_name = "film"
+
+
+class NeuroSymbolicPlayer(PixelPlayer):
+    """Perception + question parser + the game's program executor (shipped: `neuro-symbolic`)."""
+
+    kind = "neuro-symbolic"
+    shipped_file = "neuro-symbolic.pt"
+    default_name = "neuro-symbolic"
+
+    @functools.cached_property
+    def arity(self) -> torch.Tensor:
+        """Inputs of each program token, for the parser's constrained decoding."""
+        return torch.from_numpy(arities(self.file.program_tokens)).to(self.device)
+
+    @torch.inference_mode()
+    def _answer_images(self, images: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
+        assert isinstance(self.model, NeuroSymbolicNetwork)
+        image_tensor, word_tensor = self._tensors(images, words)
+        answers, _, _, _ = answer_questions(
+            self.model, image_tensor, word_tensor, np.arange(len(images)),
+            arity=self.arity, tokens=self.file.program_tokens, fallback=self.file.fallback,
+            width=self.image_spec.width, height=self.image_spec.height,
+        )
+        return list(answers)
+
+    @torch.inference_mode()
+    def perceive(self, image_path: str | os.PathLike[str]) -> Scene:
+        """The scene the player sees in an image: perceived objects with attributes and world coordinates."""
+        assert isinstance(self.model, NeuroSymbolicNetwork)
+        image = torch.from_numpy(load_image(image_path, self.image_spec)[None]).to(self.device)
+        return perceive(self.model, image, self.image_spec.width, self.image_spec.height)[0].to_scene()

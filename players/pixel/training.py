@@ -1,0 +1,378 @@
+"""Training of the pixel players, resumable, on the state players' schedule and batching.
+
+The learning-rate schedule (`learning_rate_factor`: warmup, flat, final
+decay), the batch order (`BatchSchedule`: the batch of any step from (seed,
+epoch), so resuming needs only the step) and the per-family scores come from
+`players.training`; what differs is the data (rendered images, rendered here
+when missing) and the model. Two tasks:
+
+- question answering (`pixel-rn`, `film`): cross-entropy on the answer;
+- `neuro-symbolic`: the perception loss on the images of the batch plus the
+  parser's cross-entropy on the program tokens of its questions, summed (the
+  two parts share no weights, so this trains both side by side); evaluated
+  end to end (perceive, parse, execute).
+
+The checkpoint `<out>.ckpt` holds the player file, optimiser, scheduler, RNG
+state, step, learning curve and seconds; `<out>` is rewritten at every
+checkpoint, so it is always the latest usable player.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from clevr_game.errors import InputError
+from clevr_game.text import WordVocabulary, default_word_vocabulary
+from players.pixel.checkpoint import (
+    PLAYER_KINDS,
+    PixelPlayerFile,
+    build_model,
+    from_dict,
+    player_file_from,
+    save_player_file,
+    to_dict,
+)
+from players.pixel.data import PixelData, attach_program_ids, image_rows, load_pixel_data
+from players.pixel.images import ImageSpec
+from players.pixel.neuro_symbolic import NeuroSymbolicNetwork, answer_questions, fallback_answers
+from players.pixel.perception import SceneTargets, perception_loss
+from players.pixel.program_tokens import arities, program_to_tokens, token_list
+from players.state.checkpoint import read_torch, write_torch_atomic
+from players.state.features import ANSWERS
+from players.training import BatchSchedule, FamilyScores, learning_rate_factor
+
+
+@dataclass
+class PixelTrainingOptions:
+    player: str
+    data: str
+    out: str
+    eval_data: str | None = None
+    preset: str = "fast"
+    width: int = 128
+    height: int = 96
+    render_workers: int = 2
+    steps: int = 4000
+    batch_size: int = 64
+    learning_rate: float = 5e-4
+    weight_decay: float = 1e-4
+    warmup_steps: int = 200
+    decay_steps: int | None = None
+    clip_norm: float = 5.0
+    seed: int = 0
+    eval_every: int = 500
+    eval_size: int = 2000
+    checkpoint_minutes: float = 5.0
+    max_minutes: float | None = None
+    model_config: dict[str, Any] = field(default_factory=dict)
+    threads: int = 1
+    log_dir: str | None = None
+    progress: bool = True
+    resume: bool = False
+    command: str = ""
+
+    @property
+    def kind(self) -> str:
+        try:
+            return PLAYER_KINDS[self.player]
+        except KeyError:
+            raise InputError(f"--player {self.player!r}: expected one of {', '.join(PLAYER_KINDS)}") from None
+
+    @property
+    def spec(self) -> ImageSpec:
+        return ImageSpec(self.preset, self.width, self.height).checked()
+
+    @property
+    def decay(self) -> int:
+        return self.decay_steps if self.decay_steps is not None else self.steps // 5
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return Path(f"{self.out}.ckpt")
+
+
+@dataclass
+class PixelTrainingResult:
+    step: int
+    train_seconds: float
+    curve: list[dict[str, float]]
+    final_loss: float
+    first_loss: float
+
+
+def _words(data: PixelData, indices: torch.Tensor) -> torch.Tensor:
+    longest = max(int(data.questions.lengths[indices].max()), 1)
+    return data.questions.words[indices, :longest].long()
+
+
+def _scores(correct: torch.Tensor, data: PixelData) -> FamilyScores:
+    scores = FamilyScores()
+    for family_id, name in enumerate(data.questions.family_names):
+        members = data.questions.families[: len(correct)] == family_id
+        if bool(members.any()):
+            scores.add(name, int(correct[members].sum()), int(members.sum()))
+    return scores
+
+
+class AnsweringTask:
+    """pixel-rn and film: logits over the answers from (images, words)."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+
+    def loss(self, data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        images = data.images[data.questions.scene_of[indices]]
+        logits = self.model(images, _words(data, indices))
+        loss = nn.functional.cross_entropy(logits, data.questions.answers[indices])
+        return loss, {}
+
+    @torch.inference_mode()
+    def evaluate(self, data: PixelData, limit: int | None = None, batch_size: int = 256) -> tuple[FamilyScores, dict]:
+        self.model.eval()
+        count = min(len(data), limit or len(data))
+        correct = torch.zeros(count, dtype=torch.bool)
+        for start in range(0, count, batch_size):
+            indices = torch.arange(start, min(start + batch_size, count))
+            images = data.images[data.questions.scene_of[indices]]
+            predicted = self.model(images, _words(data, indices)).argmax(dim=1)
+            correct[indices] = predicted == data.questions.answers[indices]
+        return _scores(correct, data), {}
+
+
+class NeuroSymbolicTask:
+    """Perception loss + parser loss; evaluated end to end through the executor."""
+
+    def __init__(self, model: NeuroSymbolicNetwork, tokens: list[str], fallback: dict[str, str], spec: ImageSpec):
+        self.model, self.tokens, self.fallback, self.spec = model, tokens, fallback, spec
+        self.arity = torch.from_numpy(arities(tokens))
+
+    def loss(self, data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        scenes, _ = image_rows(data, indices)
+        targets = SceneTargets(*(t[scenes] for t in data.targets))
+        maps = self.model.perception(data.images[scenes])
+        seeing, parts = perception_loss(maps, targets, self.model.config.perception.heatmap_sigma)
+        assert data.program_ids is not None
+        programs = data.program_ids[indices]
+        longest = max(int((programs != 0).sum(dim=1).max()), 1)
+        programs = programs[:, :longest]
+        logits = self.model.parser(_words(data, indices), programs)
+        parsing = nn.functional.cross_entropy(logits.flatten(0, 1), programs.flatten(), ignore_index=0)
+        parts["parser"] = parsing.item()
+        return seeing + parsing, parts
+
+    @torch.inference_mode()
+    def evaluate(self, data: PixelData, limit: int | None = None, batch_size: int = 512) -> tuple[FamilyScores, dict]:
+        self.model.eval()
+        count = min(len(data), limit or len(data))
+        correct = torch.zeros(count, dtype=torch.bool)
+        exact_programs = fell_back = counted_right = scenes_seen = 0
+        for start in range(0, count, batch_size):
+            indices = torch.arange(start, min(start + batch_size, count))
+            scenes, image_of = image_rows(data, indices)
+            answers, programs, perceived, fallbacks = answer_questions(
+                self.model, data.images[scenes], _words(data, indices), image_of,
+                arity=self.arity, tokens=self.tokens, fallback=self.fallback,
+                width=self.spec.width, height=self.spec.height,
+            )
+            fell_back += fallbacks
+            for index, answer, program in zip(indices.tolist(), answers, programs, strict=True):
+                correct[index] = answer == data.answers_text[index]
+                exact_programs += program_to_tokens(program) == program_to_tokens(data.programs[index])
+            present = data.targets.present[scenes].sum(dim=1).tolist()
+            counted_right += sum(len(p.scores) == n for p, n in zip(perceived, present, strict=True))
+            scenes_seen += len(perceived)
+        extra = {
+            "program_exact": round(exact_programs / max(count, 1), 4),
+            "object_count_right": round(counted_right / max(scenes_seen, 1), 4),
+            "fallback_share": round(fell_back / max(count, 1), 4),
+        }
+        return _scores(correct, data), extra
+
+
+def _optimizer(model: nn.Module, options: PixelTrainingOptions) -> torch.optim.Optimizer:
+    # Decay weight matrices and kernels only: embeddings, biases and norms keep their scale.
+    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in embedded]
+    rest = [p for p in model.parameters() if not (p.dim() >= 2 and id(p) not in embedded)]
+    groups = [{"params": decay, "weight_decay": options.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=options.learning_rate)
+
+
+def majority_baseline(train: PixelData, heldout: PixelData | None) -> dict[str, Any]:
+    """The most frequent training answer and its accuracy on the held-out questions."""
+    answer = Counter(train.answers_text).most_common(1)[0][0]
+    result: dict[str, Any] = {"answer": answer}
+    if heldout is not None:
+        result["heldout_accuracy"] = round(sum(a == answer for a in heldout.answers_text) / len(heldout), 4)
+    return result
+
+
+_MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config", "preset", "width", "height")
+
+
+def _check_resumable(saved: dict[str, Any], options: PixelTrainingOptions) -> None:
+    for key in _MUST_MATCH_ON_RESUME:
+        if saved.get(key) != getattr(options, key):
+            raise InputError(
+                f"{options.checkpoint_path}: was trained with {key}={saved.get(key)!r}, "
+                f"not {getattr(options, key)!r} (resume needs the same {key})"
+            )
+
+
+def train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
+    """Train (or resume) a pixel player; writes `options.out` and its checkpoint; returns the run's summary."""
+    from tqdm import tqdm
+
+    torch.set_num_threads(options.threads)
+    torch.set_flush_denormal(True)  # denormal Adam moments are a hundred times slower on a CPU
+    kind, spec = options.kind, options.spec
+    started = time.monotonic()
+    checkpoint: dict[str, Any] | None = None
+    if options.resume and options.checkpoint_path.exists():
+        checkpoint = read_torch(options.checkpoint_path, "training checkpoint")
+        _check_resumable(checkpoint["options"], options)
+    previous: PixelPlayerFile | None = (
+        from_dict(checkpoint["player"], str(options.checkpoint_path)) if checkpoint else None
+    )
+    vocabulary = WordVocabulary(previous.words[2:]) if previous else default_word_vocabulary()
+    answers = list(previous.answers) if previous else list(ANSWERS)
+    train_data, vocabulary = load_pixel_data(
+        options.data, vocabulary, answers, spec, extend_vocabulary=previous is None,
+        render_workers=options.render_workers, progress=options.progress,
+    )
+    eval_data = None
+    if options.eval_data:
+        eval_data, _ = load_pixel_data(options.eval_data, vocabulary, answers, spec,
+                                       render_workers=options.render_workers, progress=options.progress)
+    torch.manual_seed(options.seed)
+    config = previous.config if previous else options.model_config
+    tokens: list[str] = []
+    fallback: dict[str, str] = {}
+    if kind == "neuro-symbolic":
+        tokens = previous.program_tokens if previous else token_list(train_data.programs)
+        fallback = previous.fallback if previous else fallback_answers(train_data.programs, train_data.answers_text)
+    model = build_model(kind, config, len(vocabulary), len(answers), len(tokens))
+    task: AnsweringTask | NeuroSymbolicTask
+    if isinstance(model, NeuroSymbolicNetwork):
+        attach_program_ids(train_data, tokens, model.config.parser.max_tokens)
+        if eval_data is not None:
+            attach_program_ids(eval_data, tokens, model.config.parser.max_tokens)
+        task = NeuroSymbolicTask(model, tokens, fallback, spec)
+    else:
+        task = AnsweringTask(model)
+    optimizer = _optimizer(model, options)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps, options.decay)
+    )
+    step, seconds_before, curve = 0, 0.0, []
+    heldout: dict[str, Any] = {}
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["player"]["state_dict"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        step, seconds_before, curve = checkpoint["step"], checkpoint["train_seconds"], checkpoint["curve"]
+        heldout = checkpoint.get("heldout", {})
+    schedule = BatchSchedule(train_data.questions.lengths, options.batch_size, options.seed)
+    writer = None
+    if options.log_dir != "":
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(options.log_dir or f"{options.out}.logs")
+    baseline = majority_baseline(train_data, eval_data)
+    run_started = time.monotonic()
+
+    def seconds_so_far() -> float:
+        return seconds_before + time.monotonic() - run_started
+
+    def info() -> dict[str, Any]:
+        return {
+            "player": options.player, "data": str(options.data), "data_questions": len(train_data),
+            "data_images": int(train_data.images.shape[0]), "eval_data": options.eval_data,
+            "seed": options.seed, "batch_size": options.batch_size, "step": step, "steps_planned": options.steps,
+            "train_seconds": round(seconds_so_far(), 1),
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "curve": curve, "command": options.command, "heldout": heldout, "majority": baseline,
+        }
+
+    def save() -> None:
+        player_file = player_file_from(model, kind, vocabulary, answers, spec, program_tokens=tokens,
+                                       fallback=fallback, info=info())
+        write_torch_atomic(options.checkpoint_path, {
+            "player": to_dict(player_file), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(), "step": step,
+            "train_seconds": seconds_so_far(), "curve": curve, "heldout": heldout, "options": asdict(options),
+        })
+        save_player_file(options.out, player_file)
+
+    def record_evaluation() -> None:
+        if eval_data is None:
+            return
+        scores, extra = task.evaluate(eval_data, limit=options.eval_size)
+        model.train()
+        point = {"step": step, "accuracy": round(scores.accuracy, 4), "minutes": round(seconds_so_far() / 60, 1),
+                 **extra}
+        curve.append(point)
+        if writer is not None:
+            writer.add_scalar("heldout/accuracy", scores.accuracy, step)
+            for name, value in extra.items():
+                writer.add_scalar(f"heldout/{name}", value, step)
+        tqdm.write(f"step {step}: held-out accuracy {scores.accuracy:.4f} {extra} ({point['minutes']} min)")
+
+    if options.progress:
+        print(f"{options.player}: {sum(p.numel() for p in model.parameters())} parameters, "
+              f"{len(train_data)} questions on {train_data.images.shape[0]} images ({spec.label}), "
+              f"from step {step} of {options.steps}; majority answer {baseline}", flush=True)
+    model.train()
+    last_checkpoint = time.monotonic()
+    loss_average = first_loss = float("nan")
+    bar = tqdm(total=options.steps, initial=step, disable=not options.progress, unit="step", smoothing=0.05)
+    while step < options.steps:
+        loss, parts = task.loss(train_data, schedule.indices(step))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        value = loss.item()
+        first_loss = value if math.isnan(first_loss) else first_loss
+        loss_average = value if math.isnan(loss_average) else 0.95 * loss_average + 0.05 * value
+        bar.update(1)
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{loss_average:.3f}", **{k: f"{v:.3f}" for k, v in parts.items()})
+            if writer is not None:
+                writer.add_scalar("train/loss", loss_average, step)
+                for name, part in parts.items():
+                    writer.add_scalar(f"train/{name}", part, step)
+        if step % options.eval_every == 0 or step == options.steps:
+            record_evaluation()
+        out_of_time = options.max_minutes is not None and time.monotonic() - started > options.max_minutes * 60
+        if step == options.steps or out_of_time or time.monotonic() - last_checkpoint > options.checkpoint_minutes * 60:
+            save()
+            last_checkpoint = time.monotonic()
+        if out_of_time:
+            tqdm.write(f"stopping at step {step}: --max-minutes {options.max_minutes} reached (resume with --resume)")
+            break
+    bar.close()
+    if writer is not None:
+        writer.close()
+    if step == options.steps and eval_data is not None:
+        scores, extra = task.evaluate(eval_data)
+        heldout.update({
+            "data": str(options.eval_data), "questions": len(eval_data), "accuracy": round(scores.accuracy, 4),
+            "families": {f: round(a, 4) for f, a in scores.family_accuracy().items()}, **extra,
+        })
+        save()
+    if not Path(options.out).exists():
+        save()
+    return PixelTrainingResult(step, seconds_so_far(), curve, loss_average, first_loss)
+
