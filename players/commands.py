@@ -13,6 +13,7 @@ import sys
 from clevr_game.errors import InputError
 
 TRAINABLE = ("state-transformer", "state-rn")
+PIXEL_TRAINABLE = ("pixel-rn", "film", "neuro-symbolic")  # trained by players.pixel.commands
 
 
 def _model_config(text: str | None) -> dict:
@@ -32,6 +33,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.steps <= 0 or args.batch_size <= 0:
         raise InputError("--steps and --batch-size must be positive")
+    if args.player in PIXEL_TRAINABLE:
+        from players.pixel.commands import train_from_args
+
+        return train_from_args(args, _model_config(args.config))
     options = TrainingOptions(
         player=args.player, data=args.data, out=args.out, eval_data=args.eval_data,
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
@@ -56,6 +61,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from players.protocol import NEED_IMAGE
     from players.registry import load
     from players.state.evaluation import evaluate_player
 
@@ -69,8 +75,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     with load(args.player, **kwargs) as player:
-        result = evaluate_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
-                                 progress=not args.no_progress)
+        if NEED_IMAGE in player.needs:  # a pixel player: queries carry rendered images
+            from players.pixel.evaluation import evaluate_image_player
+
+            result = evaluate_image_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
+                                           render_workers=args.render_workers, progress=not args.no_progress)
+        else:
+            result = evaluate_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
+                                     progress=not args.no_progress)
     for line in result.lines():
         print(line)
     return 0
@@ -82,7 +94,7 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     commands = players.add_subparsers(dest="players_command", required=True)
 
     p = commands.add_parser("train", help="train a state player on a generated (or CLEVR) dataset; resumable")
-    p.add_argument("--player", choices=TRAINABLE, required=True)
+    p.add_argument("--player", choices=TRAINABLE + PIXEL_TRAINABLE, required=True)
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
     p.add_argument("--out", required=True, help="player file to write; the checkpoint is <out>.ckpt")
     p.add_argument("--eval-data", default=None, help="held-out dataset folder for the learning curve")
@@ -104,6 +116,9 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log-dir", default=None, help="TensorBoard folder (default <out>.logs; '' for none)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.ckpt")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
+    p.add_argument("--image-size", default="128x96", help="pixel players: image size, WIDTHxHEIGHT")
+    p.add_argument("--render-workers", type=int, default=2, help="pixel players: Blender workers for missing images")
     p.set_defaults(handler=_cmd_train)
 
     p = commands.add_parser("eval", help="accuracy overall and per question family; last line `accuracy: X`")
@@ -115,4 +130,5 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--render-workers", type=int, default=2, help="pixel players: Blender workers for missing images")
     p.set_defaults(handler=_cmd_eval)
