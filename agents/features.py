@@ -18,7 +18,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from envs.items import MAX_OBJECTS, ItemPool
 from envs.observation import encode
-from players.state.models import StateRelationNetwork
+from players.state.models import StateBatch, StateRelationNetwork
 
 
 def relational_features(
@@ -29,15 +29,7 @@ def relational_features(
     words: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(global (B, W), objects (B, N, W)): the relation network before its f."""
-    objects = network.objects(positions, attributes, present)
-    question = network.encode_question(words)
-    first = (
-        network.first_i(objects).unsqueeze(2)
-        + network.first_j(objects).unsqueeze(1)
-        + network.first_q(question)[:, None, None, :]
-    )
-    both = (present.unsqueeze(2) & present.unsqueeze(1)).unsqueeze(-1)
-    return (network.g_rest(first) * both).sum(dim=(1, 2)), objects
+    return network.relations(StateBatch(positions, attributes, present, words))
 
 
 class ObservationReader:

@@ -210,7 +210,11 @@ class StateRelationNetwork(nn.Module):
         last = ((words != 0).sum(dim=1) - 1).clamp(min=0)
         return outputs[torch.arange(words.shape[0], device=words.device), last]
 
-    def forward(self, batch: StateBatch) -> torch.Tensor:
+    def relations(self, batch: StateBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sum over object pairs of g (B, width), object encodings (B, N, width)): all but f.
+
+        The adversary reads these as its features (agents.features).
+        """
         objects = self.objects(batch.positions, batch.attributes, batch.present)
         question = self.encode_question(batch.words)
         first = (
@@ -222,8 +226,10 @@ class StateRelationNetwork(nn.Module):
             first = first + self.first_relation(relation_codes(batch.positions))
         pairs = self.g_rest(first)  # (B, N, N, width)
         both_present = (batch.present.unsqueeze(2) & batch.present.unsqueeze(1)).unsqueeze(-1)
-        relations = (pairs * both_present).sum(dim=(1, 2))
-        return self.f(relations)
+        return (pairs * both_present).sum(dim=(1, 2)), objects
+
+    def forward(self, batch: StateBatch) -> torch.Tensor:
+        return self.f(self.relations(batch)[0])
 
 
 KINDS: dict[str, tuple[type[nn.Module], type]] = {
