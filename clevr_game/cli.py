@@ -79,7 +79,7 @@ def _cmd_play(args: argparse.Namespace) -> int | None:
                               batch=args.batch, mode=args.mode)
     summary = summarise(outcomes)
     if summary.player_errors:
-        print(f"player errors: {summary.player_errors} of {summary.episodes} episodes")
+        print(f"player errors: {summary.player_errors} of {summary.episodes} episodes, first: {summary.first_error}")
     print(f"episodes: {summary.episodes} mean reward: {summary.mean_reward:.4f}")
     print(summary.last_line())
     return 0

@@ -20,6 +20,7 @@ class Summary:
     invalid: int
     player_errors: int
     mean_reward: float
+    first_error: str | None = None
 
     @property
     def consistency(self) -> float:
@@ -45,6 +46,7 @@ def summarise(outcomes: list[Outcome]) -> Summary:
         invalid=sum(not o.valid for o in outcomes),
         player_errors=sum(o.player_error is not None for o in outcomes),
         mean_reward=float(np.mean([o.reward for o in outcomes])) if outcomes else 0.0,
+        first_error=next((o.player_error for o in outcomes if o.player_error), None),
     )
 
 
