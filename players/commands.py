@@ -33,6 +33,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.steps <= 0 or args.batch_size <= 0:
         raise InputError("--steps and --batch-size must be positive")
+    if args.player in PIXEL_TRAINABLE and (args.extra or args.init):
+        raise InputError(f"--extra and --init are for the state players, not {args.player}")
     if args.player in PIXEL_TRAINABLE:
         from players.pixel.commands import train_from_args
 
@@ -46,6 +48,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         max_minutes=args.max_minutes, model_config=_model_config(args.config), threads=args.threads,
         log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
         command=" ".join(shlex.quote(a) for a in ["clevr-game", *sys.argv[1:]]),
+        extra_data=list(args.extra or []), init=args.init,
     )
     try:
         from players.state.models import build_model
@@ -115,6 +118,10 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="torch threads (1 is fastest on a busy shared machine)")
     p.add_argument("--log-dir", default=None, help="TensorBoard folder (default <out>.logs; '' for none)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.ckpt")
+    p.add_argument("--extra", action="append", default=[], metavar="DIR",
+                   help="another dataset folder to train on as well, e.g. `clevr-game export` output (repeatable)")
+    p.add_argument("--init", default=None, metavar="FILE",
+                   help="start from this player file's weights and vocabulary (fine-tuning) instead of a fresh model")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
     p.add_argument("--image-size", default="128x96", help="pixel players: image size, WIDTHxHEIGHT")

@@ -22,6 +22,8 @@ from players.subprocess_player import SubprocessPlayer
 PlayerFactory = Callable[..., Player]
 
 SUBPROCESS_PREFIX = "subprocess:"
+PLAYER_FILE_PREFIX = "file:"
+"""`file:PATH`: a state player file (either model kind), e.g. one written by `clevr-game players train`."""
 HTTP_PREFIXES = ("http://", "https://")
 
 _FACTORIES: dict[str, PlayerFactory] = {}
@@ -53,6 +55,8 @@ def load(name_or_spec: str, **kwargs: Any) -> Player:
         if not command:
             raise InputError(f"player spec {name_or_spec!r}: no command after '{SUBPROCESS_PREFIX}'")
         return SubprocessPlayer(command, **kwargs)
+    if spec.startswith(PLAYER_FILE_PREFIX):
+        return _player_file(spec[len(PLAYER_FILE_PREFIX):], **kwargs)
     if spec.startswith(HTTP_PREFIXES):
         return HttpPlayer(spec, **kwargs)
     factory = _FACTORIES.get(spec)
@@ -85,6 +89,15 @@ def _state_player(class_name: str) -> PlayerFactory:
         return getattr(player, class_name)(**kwargs)
 
     return factory
+
+
+def _player_file(path: str, **kwargs: Any) -> Player:
+    if not path.strip():
+        raise InputError(f"player spec '{PLAYER_FILE_PREFIX}': no path after '{PLAYER_FILE_PREFIX}'")
+    from players.state.player import StatePlayer
+
+    kwargs.setdefault("name", f"{PLAYER_FILE_PREFIX}{path}")
+    return StatePlayer(path, **kwargs)  # the base class takes a file of either kind
 
 
 register("state-transformer", _state_player("StateTransformerPlayer"))

@@ -26,13 +26,14 @@ from clevr_game.text import WordVocabulary, default_word_vocabulary
 from players.state.checkpoint import (
     PlayerFile,
     from_dict,
+    load_player_file,
     player_file_from,
     read_torch,
     save_player_file,
     to_dict,
     write_torch_atomic,
 )
-from players.state.data import QuestionTensors, tensorise
+from players.state.data import QuestionTensors, concatenate, tensorise
 from players.state.features import ANSWERS
 from players.state.models import build_model, parameter_count
 
@@ -67,6 +68,10 @@ class TrainingOptions:
     progress: bool = True
     resume: bool = False
     command: str = ""
+    extra_data: list[str] = field(default_factory=list)
+    """More dataset folders (e.g. `clevr-game export` output) trained on together with `data`."""
+    init: str | None = None
+    """A player file to start from (its weights, vocabulary and answers) instead of a fresh model."""
 
     @property
     def kind(self) -> str:
@@ -202,6 +207,8 @@ def _player_info(options: TrainingOptions, tensors: QuestionTensors, step: int, 
         "curve": curve,
         "command": options.command,
         "heldout": heldout,
+        "extra_data": list(options.extra_data),
+        "init": options.init,
     }
 
 
@@ -216,6 +223,7 @@ def train(options: TrainingOptions) -> TrainingResult:
     kind = options.kind
     started = time.monotonic()
     checkpoint: dict[str, Any] | None = None
+    initial: PlayerFile | None = None
     if options.resume and options.checkpoint_path.exists():
         checkpoint = read_torch(options.checkpoint_path, "training checkpoint")
     vocabulary = default_word_vocabulary()
@@ -224,16 +232,30 @@ def train(options: TrainingOptions) -> TrainingResult:
         vocabulary = WordVocabulary(previous.words[2:])
         answers = list(previous.answers)
         _check_resumable(checkpoint["options"], options)
+    elif options.init:
+        initial = _initial_player(options)
+        vocabulary, answers = initial.vocabulary(), list(initial.answers)
     else:
         answers = list(ANSWERS)
-    train_tensors, vocabulary = tensorise(options.data, vocabulary, answers, extend_vocabulary=checkpoint is None)
+    # A started model keeps its vocabulary: new words would change its embedding's shape.
+    grow_vocabulary = checkpoint is None and initial is None
+    train_tensors, vocabulary = tensorise(options.data, vocabulary, answers, extend_vocabulary=grow_vocabulary)
+    if options.extra_data:
+        parts = [train_tensors]
+        for folder in options.extra_data:
+            # Growing appends words, so the ids of the folders read before stay valid.
+            extra, vocabulary = tensorise(folder, vocabulary, answers, extend_vocabulary=grow_vocabulary)
+            parts.append(extra)
+        train_tensors = concatenate(parts)
     eval_tensors = None
     if options.eval_data:
         eval_tensors, _ = tensorise(options.eval_data, vocabulary, answers, limit=options.eval_size)
 
     torch.manual_seed(options.seed)
-    config = checkpoint["player"]["config"] if checkpoint else options.model_config
+    config = checkpoint["player"]["config"] if checkpoint else (initial.config if initial else options.model_config)
     model = build_model(kind, config, len(vocabulary), len(answers))
+    if initial is not None:
+        model.load_state_dict(initial.state_dict)
     optimizer = _optimizer(model, options)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps, options.decay)
@@ -338,6 +360,18 @@ def _full_evaluation(model: nn.Module, folder: str, vocabulary: WordVocabulary, 
 
 
 _MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config")
+
+
+def _initial_player(options: TrainingOptions) -> PlayerFile:
+    """The player file of `options.init`, checked against the player kind and any --config."""
+    initial = load_player_file(options.init)
+    if initial.kind != options.kind:
+        raise InputError(f"--init {options.init}: holds a {initial.kind!r} model, not the {options.kind!r} of {options.player}")
+    differing = sorted(k for k, v in options.model_config.items() if initial.config.get(k) != v)
+    if differing:
+        raise InputError(f"--init {options.init}: --config differs from the file's model in {', '.join(differing)} "
+                         "(fine-tuning keeps the file's architecture)")
+    return initial
 
 
 def _check_resumable(saved: dict[str, Any], options: TrainingOptions) -> None:

@@ -149,3 +149,30 @@ def tensorise(
         family_names=family_names,
     )
     return tensors, vocabulary
+
+
+def concatenate(parts: Sequence[QuestionTensors]) -> QuestionTensors:
+    """One QuestionTensors holding every question of `parts`, each still pointing at its own scene.
+
+    The parts must share one vocabulary (word ids are copied as they are).
+    """
+    if not parts:
+        raise InputError("no datasets to join")
+    family_names = sorted({name for part in parts for name in part.family_names})
+    family_ids = {name: i for i, name in enumerate(family_names)}
+    scene_offsets = np.cumsum([0] + [int(part.positions.shape[0]) for part in parts[:-1]])
+    return QuestionTensors(
+        positions=torch.cat([part.positions for part in parts]),
+        attributes=torch.cat([part.attributes for part in parts]),
+        present=torch.cat([part.present for part in parts]),
+        scene_of=torch.cat([part.scene_of + int(offset) for part, offset in zip(parts, scene_offsets, strict=True)]),
+        words=torch.cat([part.words for part in parts]),
+        lengths=torch.cat([part.lengths for part in parts]),
+        answers=torch.cat([part.answers for part in parts]),
+        # Family ids are positions in each part's own sorted list: map them into the joint one.
+        families=torch.cat([
+            torch.tensor([family_ids[name] for name in part.family_names], dtype=torch.int64)[part.families]
+            for part in parts
+        ]),
+        family_names=family_names,
+    )
