@@ -282,6 +282,48 @@ def _add_export_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_export)
 
 
+def _cmd_adversarial_training(args: argparse.Namespace) -> int | None:
+    from benchmarks.adversarial_training import AdversarialTrainingOptions, run_adversarial_training
+
+    report = run_adversarial_training(AdversarialTrainingOptions(
+        player=args.player, items=args.items, out=args.out, heldout=args.heldout, size=args.size,
+        minigames=args.minigames, seeds=args.seeds, steps=args.steps, finetune_steps=args.finetune_steps,
+        finetune_batch_size=args.finetune_batch_size, finetune_learning_rate=args.finetune_learning_rate,
+        select=args.select, split_seed=args.split_seed, seed=args.seed, num_envs=args.num_envs,
+        eval_samples=args.eval_samples, adversary_weights=args.adversary_weights, workers=args.workers,
+        threads=args.threads, progress=not args.no_progress,
+    ))
+    print(f"report: {report}")
+    return 0
+
+
+def _add_adversarial_training_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("adversarial-training", help="benchmark, export, fine-tune, benchmark on fresh mini-games; "
+                       "last line `report: EXP/report.md`; resumable")
+    p.add_argument("--player", required=True, help="state-transformer, state-rn or file:PATH (a state player file)")
+    p.add_argument("--items", required=True, help="item pool (CLEVR dataset folder); also the clean fine-tuning data")
+    p.add_argument("--out", required=True, help="experiment folder")
+    p.add_argument("--heldout", default=None, help="clean held-out dataset (default: generated in OUT/heldout)")
+    p.add_argument("--size", type=int, default=10, help="mini-game size")
+    p.add_argument("--minigames", type=int, default=2,
+                   help="M: mini-games 0..M-1 before, the fresh M..2M-1 after")
+    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--steps", type=int, default=20000, help="adversary training env steps per trial")
+    p.add_argument("--finetune-steps", type=int, default=500)
+    p.add_argument("--finetune-batch-size", type=int, default=64)
+    p.add_argument("--finetune-learning-rate", type=float, default=1e-4)
+    p.add_argument("--select", choices=["all", "flips", "drops"], default="flips", help="what the export keeps")
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="fine-tuning seed")
+    p.add_argument("--num-envs", type=int, default=128)
+    p.add_argument("--eval-samples", type=int, default=32)
+    p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
+    p.add_argument("--workers", type=int, default=1, help="local processes running trials")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for fine-tuning")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_adversarial_training)
+
+
 # ------------------------------------------------------------------ entry point
 
 
@@ -294,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_benchmark_commands(sub)
     _add_poc_commands(sub)
     _add_export_commands(sub)
+    _add_adversarial_training_commands(sub)
     _add_player_commands(sub)
     _add_render_commands(sub)
     return parser

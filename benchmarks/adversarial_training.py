@@ -1,0 +1,301 @@
+"""`clevr-game adversarial-training`: attack a player, export what fooled it, fine-tune on it, attack again.
+
+The experiment folder EXP holds every step, and a rerun skips the steps already done:
+
+1. `before/`: the benchmark (`run_plan`) of the player on mini-games 0..M-1 of the
+   items' split (split seed `split_seed`).
+2. `export/`: those runs' manipulations as a CLEVR-layout dataset (`export_run`).
+3. `finetuned.pt`: a copy of the player file fine-tuned on the items' clean
+   questions plus the export (checkpointed, so an interrupted fine-tune resumes).
+4. `after/`: the benchmark of the original and of the fine-tuned player on the
+   *fresh* mini-games M..2M-1 of the same split: none of their items was
+   attacked or exported, and both players meet the very same mini-games.
+5. `report.md` and `summary.json`: clean accuracy (held-out set, items,
+   mini-games) and the trained adversary's consistency and drop (means with
+   bootstrap CIs from benchmarks.stats), before and after.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from clevr_game.errors import ClevrGameError, InputError
+from clevr_game.scene import write_json_atomic
+
+HELDOUT_SCENES = 100
+HELDOUT_QUESTIONS_PER_SCENE = 5
+HELDOUT_SEED = 90_001
+"""The generated held-out set's seed: far from the small seeds that training sets are usually made with."""
+
+REPORT_FILE = "report.md"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True)
+class AdversarialTrainingOptions:
+    player: str
+    """state-transformer, state-rn (the shipped files) or file:PATH (a state player file)."""
+    items: str
+    out: str
+    heldout: str | None = None
+    """A clean held-out dataset folder; default: one generated in EXP/heldout."""
+    size: int = 10
+    minigames: int = 2
+    seeds: int = 1
+    steps: int = 20_000
+    finetune_steps: int = 500
+    finetune_batch_size: int = 64
+    finetune_learning_rate: float = 1e-4
+    select: str = "flips"
+    split_seed: int = 0
+    seed: int = 0
+    num_envs: int = 128
+    eval_samples: int = 32
+    search_budget: int = 0
+    adversary_weights: str | None = None
+    workers: int = 1
+    threads: int = 1
+    progress: bool = True
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.out)
+
+    @property
+    def finetuned(self) -> Path:
+        return self.folder / "finetuned.pt"
+
+    @property
+    def finetuned_player(self) -> str:
+        from players.registry import PLAYER_FILE_PREFIX
+
+        return f"{PLAYER_FILE_PREFIX}{self.finetuned}"
+
+    def plan(self, stage: str, players: list[str]) -> Any:
+        from benchmarks.trials import Plan
+
+        return Plan(players=players, items=self.items, sizes=[self.size], minigames=self.minigames,
+                    seeds=self.seeds, steps=self.steps, out=str(self.folder / stage), num_envs=self.num_envs,
+                    eval_samples=self.eval_samples, search_budget=self.search_budget,
+                    split_seed=self.split_seed, adversary_weights=self.adversary_weights)
+
+
+def source_player_file(spec: str) -> Path:
+    """The player file behind a player spec that can be fine-tuned; InputError for any other player."""
+    from players.registry import PLAYER_FILE_PREFIX
+    from players.state.checkpoint import shipped_path
+    from players.state.player import StateRelationNetworkPlayer, StateTransformerPlayer
+
+    if spec.startswith(PLAYER_FILE_PREFIX):
+        path = Path(spec[len(PLAYER_FILE_PREFIX):])
+        if not path.is_file():
+            raise InputError(f"--player {spec}: no such player file")
+        return path
+    shipped = {cls.default_name: cls.shipped_file for cls in (StateTransformerPlayer, StateRelationNetworkPlayer)}
+    if spec not in shipped:
+        raise InputError(f"--player {spec!r}: fine-tuning needs a state player: "
+                         f"{', '.join(shipped)} or {PLAYER_FILE_PREFIX}PATH")
+    return shipped_path(shipped[spec])
+
+
+def _check(options: AdversarialTrainingOptions) -> None:
+    from clevr_game.export import SELECTIONS
+
+    for name in ("size", "minigames", "seeds", "steps", "finetune_steps", "finetune_batch_size", "num_envs",
+                 "eval_samples", "workers", "threads"):
+        if getattr(options, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(options, name)}")
+    if options.finetune_learning_rate <= 0:
+        raise InputError(f"--finetune-learning-rate must be positive, got {options.finetune_learning_rate}")
+    if options.select not in SELECTIONS:
+        raise InputError(f"--select {options.select!r}: expected one of {', '.join(SELECTIONS)}")
+
+
+def _fresh_minigames(options: AdversarialTrainingOptions, after_plan: Any) -> None:
+    """Write the after-stage manifest: mini-games M..2M-1 of the split the before stage uses as 0..M-1."""
+    from envs.items import load_items
+    from envs.minigames import MiniGames, split_minigames
+
+    path = after_plan.manifest(options.size)
+    if path.is_file():
+        return
+    ids = [item.item_id for item in load_items(options.items)]
+    split = split_minigames(ids, options.size, options.split_seed)
+    wanted = 2 * options.minigames
+    if len(split) < wanted:
+        raise InputError(f"{options.items}: the pool of {len(ids)} items holds {len(split)} mini-games of size "
+                         f"{options.size}; the experiment needs {wanted} ({options.minigames} before, "
+                         f"{options.minigames} fresh after)")
+    fresh = split.games[options.minigames:wanted]
+    MiniGames(split.size, split.seed, split.fingerprint, fresh).save(path)
+
+
+def _benchmark(options: AdversarialTrainingOptions, plan: Any, stage: str) -> list[dict]:
+    from benchmarks.runner import run_plan
+
+    def show(record: dict) -> None:
+        if options.progress:
+            state = f"error: {record['error']}" if "error" in record else (
+                f"consistency {record['consistency']:.3f} drop {record['drop']:.3f}")
+            print(f"{stage}: {record['trial']}: {state} ({record['seconds']:.0f} s)", flush=True)
+
+    records = list(run_plan(plan, workers=options.workers, on_record=show).values())
+    failed = [r for r in records if "error" in r]
+    if failed:
+        # A comparison over the trials that happened to succeed would mislead; a rerun retries the failed ones.
+        raise ClevrGameError(f"{stage}: {len(failed)} of {len(records)} trials failed "
+                             f"(first: {failed[0]['trial']}: {failed[0]['error']}); rerun to retry them")
+    return records
+
+
+def _export(options: AdversarialTrainingOptions) -> Path:
+    from clevr_game.export import MANIFEST_FILE, ExportOptions, export_run
+
+    out = options.folder / "export"
+    if not (out / MANIFEST_FILE).is_file():  # the manifest is written last: its presence means complete
+        summary = export_run(ExportOptions(run=options.folder / "before", out=out, select=options.select,
+                                           items=options.items, seed=options.seed))
+        if options.progress:
+            print(f"export: {summary.last_line()}", flush=True)
+    return out
+
+
+def _heldout(options: AdversarialTrainingOptions) -> str:
+    from clevr_game.dataset import dataset_files
+    from clevr_game.generate import generate_dataset
+
+    if options.heldout is not None:
+        dataset_files(options.heldout)  # a missing folder fails now, not after the benchmark
+        return options.heldout
+    folder = options.folder / "heldout"
+    try:
+        dataset_files(folder)
+    except InputError:
+        generate_dataset(folder, HELDOUT_SCENES, HELDOUT_QUESTIONS_PER_SCENE, HELDOUT_SEED, progress=False)
+    return str(folder)
+
+
+def _finetune(options: AdversarialTrainingOptions, source: Path, export: Path, heldout: str) -> None:
+    from players.state.checkpoint import load_player_file
+    from players.training import PLAYER_KINDS, TrainingOptions, train
+
+    if options.finetuned.is_file() and load_player_file(options.finetuned).info.get("step") == options.finetune_steps:
+        return
+    kind = load_player_file(source).kind
+    player = next((name for name, k in PLAYER_KINDS.items() if k == kind), None)
+    if player is None:
+        raise InputError(f"{source}: a {kind!r} model cannot be fine-tuned here")
+    command = ["clevr-game", "players", "train", "--player", player, "--data", options.items,
+               "--extra", str(export), "--init", str(source), "--out", str(options.finetuned)]
+    train(TrainingOptions(
+        player=player, data=options.items, extra_data=[str(export)], init=str(source),
+        out=str(options.finetuned), eval_data=heldout, steps=options.finetune_steps,
+        batch_size=options.finetune_batch_size, learning_rate=options.finetune_learning_rate,
+        # A short warmup: Adam's moments start at zero even when the weights do not.
+        warmup_steps=max(1, options.finetune_steps // 10), seed=options.seed,
+        eval_every=options.finetune_steps, threads=options.threads, log_dir="",
+        progress=options.progress, resume=True, command=" ".join(shlex.quote(a) for a in command),
+    ))
+
+
+def _clean_accuracy(player_spec: str, folder: str) -> float:
+    from players.registry import load
+    from players.state.evaluation import evaluate_player
+
+    with load(player_spec) as player:
+        return evaluate_player(player, folder).accuracy
+
+
+def _rows(options: AdversarialTrainingOptions, before: list[dict], after: list[dict],
+          heldout: str) -> list[dict[str, Any]]:
+    from benchmarks.stats import table
+
+    m = options.minigames
+    stages = [("before", options.player, before, f"0..{m - 1}"),
+              ("after", options.player, after, f"{m}..{2 * m - 1}"),
+              ("after", options.finetuned_player, after, f"{m}..{2 * m - 1}")]
+    accuracy: dict[str, dict[str, float]] = {}
+    rows = []
+    for stage, player, records, minigames in stages:
+        if player not in accuracy:
+            accuracy[player] = {"heldout": _clean_accuracy(player, heldout),
+                                "items": _clean_accuracy(player, options.items)}
+        trained = next(r for r in table(records) if r["player"] == player and r["adversary"] == "trained")
+        rows.append({
+            "stage": stage,
+            "player": "fine-tuned" if player == options.finetuned_player else "original",
+            "spec": player, "minigames": minigames,
+            "clean_heldout": accuracy[player]["heldout"], "clean_items": accuracy[player]["items"],
+            "clean_minigames": trained["clean_accuracy"],
+            "consistency": trained["consistency"], "drop": trained["drop"], "trials": trained["trials"],
+        })
+    return rows
+
+
+def _interval(summary: dict) -> str:
+    low, high = summary["ci95"]
+    return f"{summary['mean']:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _markdown(options: AdversarialTrainingOptions, rows: list[dict], export_questions: int, heldout: str) -> str:
+    lines = [
+        f"# Adversarial training: {options.player}",
+        "",
+        f"Mini-games of size {options.size} from {options.items} (split seed {options.split_seed}); "
+        f"{options.seeds} seed(s) x {options.minigames} mini-game(s) per row; {options.steps} adversary steps per trial.",
+        f"Fine-tuned for {options.finetune_steps} steps (learning rate {options.finetune_learning_rate}) on the "
+        f"items' clean questions plus {export_questions} exported questions (`--select {options.select}`) "
+        f"of the before stage's mini-games.",
+        "The after rows are the *fresh* mini-games of the same split: no item of theirs was attacked or exported "
+        "(their clean questions are part of the fine-tuning data, like every item's).",
+        f"Clean accuracy on the held-out set {heldout}, on every item, and on the rows' mini-games; "
+        "consistency and drop of the trained adversary: mean [95% bootstrap CI].",
+        "",
+        "| stage | player | mini-games | clean held-out | clean items | clean mini-games | consistency | drop | trials |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['stage']} | {row['player']} | {row['minigames']} | {row['clean_heldout']:.3f} | "
+            f"{row['clean_items']:.3f} | {row['clean_minigames']:.3f} | {_interval(row['consistency'])} | "
+            f"{_interval(row['drop'])} | {row['trials']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_adversarial_training(options: AdversarialTrainingOptions) -> Path:
+    """Run (or resume) the whole experiment; returns the path of EXP/report.md."""
+    import torch
+
+    from clevr_game.export import QUESTIONS_FILE
+    from clevr_game.scene import read_json
+
+    _check(options)
+    torch.set_num_threads(options.threads)
+    source = source_player_file(options.player)
+    heldout = _heldout(options)
+    before_plan = options.plan("before", [options.player])
+    after_plan = options.plan("after", [options.player, options.finetuned_player])
+    _fresh_minigames(options, after_plan)  # also refuses a pool too small, before any trial runs
+    before = _benchmark(options, before_plan, "before")
+    export = _export(options)
+    _finetune(options, source, export, heldout)
+    after = _benchmark(options, after_plan, "after")
+    rows = _rows(options, before, after, heldout)
+    export_questions = len(read_json(export / QUESTIONS_FILE)["questions"])
+    write_json_atomic(options.folder / SUMMARY_FILE, {
+        "options": asdict(options), "export_questions": export_questions, "heldout": heldout, "rows": rows,
+    }, indent=1)
+    report = options.folder / REPORT_FILE
+    _write_text_atomic(report, _markdown(options, rows, export_questions, heldout))
+    return report
