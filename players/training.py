@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,14 +214,31 @@ def _player_info(options: TrainingOptions, tensors: QuestionTensors, step: int, 
     }
 
 
+@contextmanager
+def denormals_flushed() -> Iterator[None]:
+    """Flush denormal floats to zero while training, and restore the default after.
+
+    Adam's second moments of rarely used embedding rows decay into denormal floats,
+    which the CPU handles a hundred times slower; the setting is process-wide, so
+    it must not outlive the training run (numpy and hypothesis rely on IEEE floats).
+    """
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def train(options: TrainingOptions) -> TrainingResult:
     """Train (or resume) a state player; writes `options.out` and its checkpoint; returns the run's summary."""
+    with denormals_flushed():
+        return _train(options)
+
+
+def _train(options: TrainingOptions) -> TrainingResult:
     from tqdm import tqdm
 
     torch.set_num_threads(options.threads)
-    # Adam's second moments of rarely used embedding rows decay into denormal
-    # floats, which the CPU handles a hundred times slower.
-    torch.set_flush_denormal(True)
     kind = options.kind
     started = time.monotonic()
     checkpoint: dict[str, Any] | None = None

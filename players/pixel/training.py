@@ -229,10 +229,16 @@ def _check_resumable(saved: dict[str, Any], options: PixelTrainingOptions) -> No
 
 def train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     """Train (or resume) a pixel player; writes `options.out` and its checkpoint; returns the run's summary."""
+    from players.training import denormals_flushed
+
+    with denormals_flushed():
+        return _train_pixel(options)
+
+
+def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     from tqdm import tqdm
 
     torch.set_num_threads(options.threads)
-    torch.set_flush_denormal(True)  # denormal Adam moments are a hundred times slower on a CPU
     kind, spec = options.kind, options.spec
     started = time.monotonic()
     checkpoint: dict[str, Any] | None = None
