@@ -81,27 +81,33 @@ class PixelPlayer(Player):
         answers: list[Answer | None] = [None] * len(queries)
         for start in range(0, len(queries), self.batch_size):
             rows = range(start, min(start + self.batch_size, len(queries)))
-            ready, images = [], []
+            ready, images, image_of = [], [], []
+            slot_of: dict[str, int] = {}  # several questions about one image read it once
             for row in rows:
                 query = queries[row]
                 where = f"{self.name}: query {query.item_id!r}"
                 if query.image_path is None:
                     answers[row] = Answer.failed(query.item_id, f"{where}: no image given (a pixel player needs the image)")
                     continue
-                try:
-                    images.append(load_image(query.image_path, self.image_spec))
-                except InputError as exc:
-                    answers[row] = Answer.failed(query.item_id, f"{where}: {exc}")
-                    continue
+                path = str(query.image_path)
+                if path not in slot_of:
+                    try:
+                        images.append(load_image(path, self.image_spec))
+                    except InputError as exc:
+                        answers[row] = Answer.failed(query.item_id, f"{where}: {exc}")
+                        continue
+                    slot_of[path] = len(images) - 1
                 ready.append(row)
+                image_of.append(slot_of[path])
             if ready:
                 words = np.stack([self.vocabulary.encode(queries[r].question, MAX_QUESTION_TOKENS) for r in ready])
-                for row, raw in zip(ready, self._answer_images(np.stack(images), words), strict=True):
+                raws = self._answer_images(np.stack(images), np.array(image_of), words)
+                for row, raw in zip(ready, raws, strict=True):
                     answers[row] = self._checked(queries[row], raw)
         return [a for a in answers if a is not None]
 
-    def _answer_images(self, images: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
-        """Per question: the answer text, or the answer classes best first."""
+    def _answer_images(self, images: np.ndarray, image_of: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
+        """Per question (asking about images[image_of[q]]): the answer text, or the answer classes best first."""
         raise NotImplementedError
 
     def _checked(self, query: Query, raw: str | list[str]) -> Answer:
@@ -121,8 +127,8 @@ class PixelPlayer(Player):
 
 class _AnsweringPlayer(PixelPlayer):
     @torch.inference_mode()
-    def _answer_images(self, images: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
-        logits = self.model(*self._tensors(images, words)).float().cpu().numpy()
+    def _answer_images(self, images: np.ndarray, image_of: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
+        logits = self.model(*self._tensors(images[image_of], words)).float().cpu().numpy()
         return [[self.answers[i] for i in np.argsort(-scores)] for scores in logits]
 
 
@@ -155,11 +161,11 @@ class NeuroSymbolicPlayer(PixelPlayer):
         return torch.from_numpy(arities(self.file.program_tokens)).to(self.device)
 
     @torch.inference_mode()
-    def _answer_images(self, images: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
+    def _answer_images(self, images: np.ndarray, image_of: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
         assert isinstance(self.model, NeuroSymbolicNetwork)
         image_tensor, word_tensor = self._tensors(images, words)
         answers, _, _, _ = answer_questions(
-            self.model, image_tensor, word_tensor, np.arange(len(images)),
+            self.model, image_tensor, word_tensor, image_of,
             arity=self.arity, tokens=self.file.program_tokens, fallback=self.file.fallback,
             width=self.image_spec.width, height=self.image_spec.height,
         )
