@@ -126,6 +126,7 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
     p.add_argument("--image-size", default="128x96", help="pixel players: image size, WIDTHxHEIGHT")
     p.add_argument("--render-workers", type=int, default=2, help="pixel players: Blender workers for missing images")
+    p.add_argument("--device", default="cpu", help="pixel players: torch device for training (e.g. cuda)")
     p.set_defaults(handler=_cmd_train)
 
     p = commands.add_parser("eval", help="accuracy overall and per question family; last line `accuracy: X`")

@@ -356,6 +356,10 @@ def test_bad_files_sizes_and_kinds_are_one_line_input_errors(tmp_path: Path, tra
         parse_image_size("128 by 96")
     with pytest.raises(InputError, match="unknown render preset"):
         ImageSpec("sketchy", 64, 48).checked()
+    with pytest.raises(InputError, match="not a torch device"):
+        _ = PixelTrainingOptions(player="film", data=".", out="x.pt", device="warp-drive").torch_device
+    with pytest.raises(InputError, match="--player 'pixel-cnn'"):
+        _ = PixelTrainingOptions(player="pixel-cnn", data=".", out="x.pt").kind
     (tmp_path / "bad.png").write_text("no pixels here")
     with pytest.raises(InputError, match="cannot read image"):
         load_image(tmp_path / "bad.png", SPEC)

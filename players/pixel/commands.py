@@ -24,10 +24,10 @@ def train_from_args(args: argparse.Namespace, model_config: dict[str, Any]) -> i
         weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
         seed=args.seed, eval_every=args.eval_every, eval_size=args.eval_size,
         checkpoint_minutes=args.checkpoint_minutes, max_minutes=args.max_minutes, model_config=model_config,
-        threads=args.threads, log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
+        threads=args.threads, device=args.device, log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
         command=" ".join(shlex.quote(a) for a in ["clevr-game", *sys.argv[1:]]),
     )
-    options.spec  # noqa: B018  (a bad preset or size fails before the data loads)
+    _ = (options.spec, options.torch_device)  # a bad preset, size or device fails before the data loads
     try:
         build_model(PLAYER_KINDS[args.player], model_config, 4, 2, 4)  # so does a bad --config
     except TypeError as exc:

@@ -111,12 +111,13 @@ def _centre_cells(targets: SceneTargets, grid_height: int, grid_width: int) -> t
 def heatmap_targets(targets: SceneTargets, grid_height: int, grid_width: int, sigma: float) -> torch.Tensor:
     """(B, h, w): the maximum over objects of a Gaussian bump at each centre, exactly 1 at its cell."""
     cells = targets.points / STRIDE  # (B, N, 2)
-    ys = torch.arange(grid_height, dtype=torch.float32) + 0.5
-    xs = torch.arange(grid_width, dtype=torch.float32) + 0.5
+    ys = torch.arange(grid_height, dtype=torch.float32, device=cells.device) + 0.5
+    xs = torch.arange(grid_width, dtype=torch.float32, device=cells.device) + 0.5
     dx = xs.view(1, 1, 1, -1) - cells[..., 0].view(*cells.shape[:2], 1, 1)
     dy = ys.view(1, 1, -1, 1) - cells[..., 1].view(*cells.shape[:2], 1, 1)
     bumps = torch.exp(-(dx**2 + dy**2) / (2 * sigma**2)) * targets.present.view(*cells.shape[:2], 1, 1)
-    heat = bumps.amax(dim=1) if cells.shape[1] else torch.zeros(cells.shape[0], grid_height, grid_width)
+    heat = (bumps.amax(dim=1) if cells.shape[1]
+            else torch.zeros(cells.shape[0], grid_height, grid_width, device=cells.device))
     batch_index, _, row, column, _ = _centre_cells(targets, grid_height, grid_width)
     heat[batch_index, row, column] = 1.0
     return heat

@@ -74,6 +74,7 @@ class PixelTrainingOptions:
     max_minutes: float | None = None
     model_config: dict[str, Any] = field(default_factory=dict)
     threads: int = 1
+    device: str = "cpu"
     log_dir: str | None = None
     progress: bool = True
     resume: bool = False
@@ -89,6 +90,17 @@ class PixelTrainingOptions:
     @property
     def spec(self) -> ImageSpec:
         return ImageSpec(self.preset, self.width, self.height).checked()
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The training device; InputError for one that is unknown or absent here."""
+        try:
+            device = torch.device(self.device)
+        except RuntimeError:
+            raise InputError(f"--device {self.device!r}: not a torch device (cpu, cuda, cuda:1, ...)") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise InputError(f"--device {self.device!r}: no CUDA device on this machine")
+        return device
 
     @property
     def decay(self) -> int:
@@ -125,13 +137,13 @@ def _scores(correct: torch.Tensor, data: PixelData) -> FamilyScores:
 class AnsweringTask:
     """pixel-rn and film: logits over the answers from (images, words)."""
 
-    def __init__(self, model: nn.Module):
-        self.model = model
+    def __init__(self, model: nn.Module, device: torch.device):
+        self.model, self.device = model, device
 
     def loss(self, data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        images = data.images[data.questions.scene_of[indices]]
-        logits = self.model(images, _words(data, indices))
-        loss = nn.functional.cross_entropy(logits, data.questions.answers[indices])
+        images = data.images[data.questions.scene_of[indices]].to(self.device)
+        logits = self.model(images, _words(data, indices).to(self.device))
+        loss = nn.functional.cross_entropy(logits, data.questions.answers[indices].to(self.device))
         return loss, {}
 
     @torch.inference_mode()
@@ -141,8 +153,8 @@ class AnsweringTask:
         correct = torch.zeros(count, dtype=torch.bool)
         for start in range(0, count, batch_size):
             indices = torch.arange(start, min(start + batch_size, count))
-            images = data.images[data.questions.scene_of[indices]]
-            predicted = self.model(images, _words(data, indices)).argmax(dim=1)
+            images = data.images[data.questions.scene_of[indices]].to(self.device)
+            predicted = self.model(images, _words(data, indices).to(self.device)).argmax(dim=1).cpu()
             correct[indices] = predicted == data.questions.answers[indices]
         return _scores(correct, data), {}
 
@@ -150,20 +162,21 @@ class AnsweringTask:
 class NeuroSymbolicTask:
     """Perception loss + parser loss; evaluated end to end through the executor."""
 
-    def __init__(self, model: NeuroSymbolicNetwork, tokens: list[str], fallback: dict[str, str], spec: ImageSpec):
-        self.model, self.tokens, self.fallback, self.spec = model, tokens, fallback, spec
-        self.arity = torch.from_numpy(arities(tokens))
+    def __init__(self, model: NeuroSymbolicNetwork, tokens: list[str], fallback: dict[str, str], spec: ImageSpec,
+                 device: torch.device):
+        self.model, self.tokens, self.fallback, self.spec, self.device = model, tokens, fallback, spec, device
+        self.arity = torch.from_numpy(arities(tokens)).to(device)
 
     def loss(self, data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         scenes, _ = image_rows(data, indices)
-        targets = SceneTargets(*(t[scenes] for t in data.targets))
-        maps = self.model.perception(data.images[scenes])
+        targets = SceneTargets(*(t[scenes].to(self.device) for t in data.targets))
+        maps = self.model.perception(data.images[scenes].to(self.device))
         seeing, parts = perception_loss(maps, targets, self.model.config.perception.heatmap_sigma)
         assert data.program_ids is not None
         programs = data.program_ids[indices]
         longest = max(int((programs != 0).sum(dim=1).max()), 1)
-        programs = programs[:, :longest]
-        logits = self.model.parser(_words(data, indices), programs)
+        programs = programs[:, :longest].to(self.device)
+        logits = self.model.parser(_words(data, indices).to(self.device), programs)
         parsing = nn.functional.cross_entropy(logits.flatten(0, 1), programs.flatten(), ignore_index=0)
         parts["parser"] = parsing.item()
         return seeing + parsing, parts
@@ -178,7 +191,7 @@ class NeuroSymbolicTask:
             indices = torch.arange(start, min(start + batch_size, count))
             scenes, image_of = image_rows(data, indices)
             answers, programs, perceived, fallbacks = answer_questions(
-                self.model, data.images[scenes], _words(data, indices), image_of,
+                self.model, data.images[scenes].to(self.device), _words(data, indices).to(self.device), image_of,
                 arity=self.arity, tokens=self.tokens, fallback=self.fallback,
                 width=self.spec.width, height=self.spec.height,
             )
@@ -239,7 +252,7 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     from tqdm import tqdm
 
     torch.set_num_threads(options.threads)
-    kind, spec = options.kind, options.spec
+    kind, spec, device = options.kind, options.spec, options.torch_device
     started = time.monotonic()
     checkpoint: dict[str, Any] | None = None
     if options.resume and options.checkpoint_path.exists():
@@ -265,15 +278,15 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     if kind == "neuro-symbolic":
         tokens = previous.program_tokens if previous else token_list(train_data.programs)
         fallback = previous.fallback if previous else fallback_answers(train_data.programs, train_data.answers_text)
-    model = build_model(kind, config, len(vocabulary), len(answers), len(tokens))
+    model = build_model(kind, config, len(vocabulary), len(answers), len(tokens)).to(device)
     task: AnsweringTask | NeuroSymbolicTask
     if isinstance(model, NeuroSymbolicNetwork):
         attach_program_ids(train_data, tokens, model.config.parser.max_tokens)
         if eval_data is not None:
             attach_program_ids(eval_data, tokens, model.config.parser.max_tokens)
-        task = NeuroSymbolicTask(model, tokens, fallback, spec)
+        task = NeuroSymbolicTask(model, tokens, fallback, spec, device)
     else:
-        task = AnsweringTask(model)
+        task = AnsweringTask(model, device)
     optimizer = _optimizer(model, options)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps, options.decay)
