@@ -1,9 +1,11 @@
 """Per-item results of an adversary on a mini-game: consistency, drop, best manipulation.
 
-An adversary gets `samples` moves per item (its policy sampled that many times);
-an item counts as changed when any valid move changed the player's answer, and as
-dropped when the player was right before and any valid move made it wrong. The
-random adversary is measured with the same number of samples on the same items.
+The final adversary makes one move per item, `samples` times over (its policy
+sampled, with fresh head assignments). Consistency is the share of items whose
+answer one such move changed with a valid scene, averaged over the samples; drop
+the share answered right before and wrong after. The random adversary is
+measured with the same number of samples on the same items. Per item, `changed`
+and `dropped` also say whether any sample did, and the best manipulation is kept.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class ItemResult:
     changed: bool
     dropped: bool
     best: Outcome | None
+    changed_share: float = 0.0
+    dropped_share: float = 0.0
     valid_moves: list[Outcome] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
@@ -43,6 +47,7 @@ class ItemResult:
         return {
             "item_id": self.item_id, "true_answer": self.true_answer, "old_answer": self.old_answer,
             "tries": self.tries, "valid": self.valid, "changed": self.changed, "dropped": self.dropped,
+            "changed_share": self.changed_share, "dropped_share": self.dropped_share,
             "best_manipulation": best,
         }
 
@@ -84,7 +89,9 @@ def evaluate(
         results.append(ItemResult(
             item.item_id, item.answer, mine[0].old_answer, samples, sum(o.valid for o in mine),
             any(o.changed for o in mine), any(o.dropped for o in mine), best,
-            [o for o in mine if o.valid and o.moves],
+            changed_share=sum(o.changed for o in mine) / samples,
+            dropped_share=sum(o.dropped for o in mine) / samples,
+            valid_moves=[o for o in mine if o.valid and o.moves],
         ))
     return results
 
@@ -93,8 +100,8 @@ def scores(results: list[ItemResult]) -> Scores:
     n = len(results) or 1
     tries = sum(r.tries for r in results) or 1
     return Scores(
-        consistency=sum(r.changed for r in results) / n,
-        drop=sum(r.dropped for r in results) / n,
+        consistency=sum(r.changed_share for r in results) / n,
+        drop=sum(r.dropped_share for r in results) / n,
         invalid=1.0 - sum(r.valid for r in results) / tries,
         clean_accuracy=sum(r.old_answer == r.true_answer for r in results) / n,
     )

@@ -183,8 +183,9 @@ def _cells(row: dict) -> list[str]:
 
 def _markdown(rows: list[dict], shown: list[dict], failed: list[dict], plots: bool) -> str:
     lines = ["# clevr-game robustness benchmark", "",
-             "consistency: share of items whose answer the adversary changed with a valid move; drop: share "
-             "answered right before and wrong after. Means over mini-games and seeds with bootstrap 95% CIs, "
+             "consistency: share of items whose answer one move of the final adversary changed with a valid "
+             "scene (averaged over the evaluation samples); drop: share answered right before and wrong after. "
+             "Means over mini-games and seeds with bootstrap 95% CIs, "
              "maximum over mini-games, p-value of a one-sample t-test against 0.", "",
              "| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
     lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
