@@ -21,7 +21,7 @@ class Preset:
 SHIPPED_PLAYERS = ("state-transformer", "state-rn")
 
 PRESETS: dict[str, Preset] = {
-    "quick": Preset(SHIPPED_PLAYERS, (10,), 2, 3, 3_000, 32, 100, 200, 2),
+    "quick": Preset(SHIPPED_PLAYERS, (10,), 2, 3, 20_000, 32, 100, 200, 2),
     "paper": Preset(SHIPPED_PLAYERS, (10, 100, 1000), 3, 30, 100_000, 64, 500, 5_000, 2),
 }
 POOL_SEED = 0
