@@ -163,7 +163,9 @@ class Game:
         if self.renderer is None:
             from clevr_game.render import Renderer
 
-            self.renderer = Renderer("fast")
+            # A pixel player is shown images as it was trained on them: its preset and size.
+            width, height = getattr(self.player, "image_size", (None, None))
+            self.renderer = Renderer(getattr(self.player, "render_preset", "fast"), width=width, height=height)
         if self.image_dir is None:
             self.image_dir = tempfile.mkdtemp(prefix="clevr-game-images-")
         names = [f"{self.renderer.image_key(scene)}.png" for scene in scenes]
