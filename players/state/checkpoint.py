@@ -83,6 +83,7 @@ def write_torch_atomic(path: str | os.PathLike[str], data: Any) -> None:
     try:
         with os.fdopen(handle, "wb") as stream:
             torch.save(data, stream)
+        os.chmod(temporary, 0o644)  # mkstemp makes it owner-only; a player file is meant to be shared
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
