@@ -22,7 +22,10 @@ from torch import nn
 from agents.distribution import BatchedMultiCategorical
 from agents.features import FeatureCache, LiveFeatures
 from agents.policy import AdversaryHeads, value_head
+from envs.items import MAX_OBJECTS
 from envs.vector import AdversarialVectorEnv
+
+ENTROPY_COEF_LR = 1e-2
 
 
 @dataclass
@@ -30,10 +33,21 @@ class A2CConfig:
     steps: int = 20_000
     num_envs: int = 128
     learning_rate: float = 5e-4
-    entropy_coef: float = 0.03
+    entropy_coef: float = 0.05
+    # When set, the entropy coefficient adapts (as in SAC) to hold the mean entropy per action
+    # dimension of a present object at this many nats; entropy_coef is then its starting value.
+    # A fixed coefficient either collapses the policy onto `stay` (every move risks isr) or
+    # spreads it over moves of every object at once (almost always invalid).
+    target_entropy: float | None = 0.3
     value_coef: float = 0.5
+    # Self-imitation (Oh et al. 2018): moves that changed an answer are kept and replayed while
+    # their return beats the critic, so a rare flip is learned rather than drowned in noise.
+    self_imitation_coef: float = 1.0
+    self_imitation_batch: int = 64
+    self_imitation_capacity: int = 4096
     max_grad_norm: float = 0.5
     head_hidden: int = 128
+    stay_bias: float = 4.4  # P(stay) = 0.93 per axis: about one object in seven moves at first
     checkpoint_every: int = 20  # updates
     seed: int = 0
 
@@ -51,9 +65,9 @@ class History:
 class Adversary(nn.Module):
     """Actor heads and critic over cached relational features."""
 
-    def __init__(self, global_dim: int, slot_dim: int, head_hidden: int = 128):
+    def __init__(self, global_dim: int, slot_dim: int, head_hidden: int = 128, stay_bias: float = 4.4):
         super().__init__()
-        self.heads = AdversaryHeads(global_dim, slot_dim, head_hidden)
+        self.heads = AdversaryHeads(global_dim, slot_dim, head_hidden, stay_bias=stay_bias)
         self.value = value_head(self.heads.latent_dim_vf)
 
     def forward(self, g: torch.Tensor, slots: torch.Tensor, present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,15 +95,53 @@ def _save_atomic(payload: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
+class SuccessReplay:
+    """A bounded first-in-first-out store of the moves that changed an answer."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.items = np.zeros(0, dtype=np.int64)
+        self.heads = np.zeros((0, MAX_OBJECTS), dtype=np.int64)
+        self.actions = np.zeros((0, 2 * MAX_OBJECTS), dtype=np.int64)
+        self.returns = np.zeros(0, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, items: np.ndarray, heads: np.ndarray, actions: np.ndarray, returns: np.ndarray) -> None:
+        if len(items) == 0:
+            return
+        keep = slice(-self.capacity, None)
+        self.items = np.concatenate([self.items, items])[keep]
+        self.heads = np.concatenate([self.heads, heads])[keep]
+        self.actions = np.concatenate([self.actions, actions])[keep]
+        self.returns = np.concatenate([self.returns, returns.astype(np.float32)])[keep]
+
+    def sample(self, count: int, generator: torch.Generator
+               ) -> tuple[np.ndarray, np.ndarray, torch.Tensor, torch.Tensor]:
+        rows = torch.randint(len(self.items), (count,), generator=generator).numpy()
+        return (self.items[rows], self.heads[rows], torch.as_tensor(self.actions[rows]),
+                torch.as_tensor(self.returns[rows]))
+
+    def state(self) -> dict:
+        return {"items": self.items, "heads": self.heads, "actions": self.actions, "returns": self.returns}
+
+    def load(self, state: dict) -> None:
+        self.items, self.heads = state["items"], state["heads"]
+        self.actions, self.returns = state["actions"], state["returns"]
+
+
 class A2CTrainer:
     def __init__(self, env: AdversarialVectorEnv, cache: FeatureCache | LiveFeatures, config: A2CConfig,
                  checkpoint: str | os.PathLike[str] | None = None,
                  log: Callable[[int, dict], None] | None = None):
         self.env, self.cache, self.config = env, cache, config
         torch.manual_seed(config.seed)
-        self.adversary = Adversary(cache.global_dim, cache.slot_dim, config.head_hidden)
+        self.adversary = Adversary(cache.global_dim, cache.slot_dim, config.head_hidden, config.stay_bias)
         self.parameters = list(self.adversary.parameters()) + list(cache.parameters())
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.learning_rate)
+        self.log_entropy_coef = torch.tensor(float(np.log(max(config.entropy_coef, 1e-12))), requires_grad=True)
+        self.coef_optimizer = torch.optim.Adam([self.log_entropy_coef], lr=ENTROPY_COEF_LR)
         self.dist = BatchedMultiCategorical()
         self.history = History()
         self.update = 0
@@ -97,6 +149,7 @@ class A2CTrainer:
         self.log = log
         self.env.reset(seed=config.seed)
         self.generator = torch.Generator().manual_seed(config.seed)
+        self.replay = SuccessReplay(config.self_imitation_capacity)
         if self.checkpoint is not None and self.checkpoint.is_file():
             self._restore()
 
@@ -108,9 +161,11 @@ class A2CTrainer:
         return {
             "config": asdict(self.config), "update": self.update,
             "adversary": self.adversary.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "log_entropy_coef": self.log_entropy_coef.detach().clone(),
+            "coef_optimizer": self.coef_optimizer.state_dict(),
             "features": [p.detach().clone() for p in self.cache.parameters()],
             "torch_rng": self.generator.get_state(), "env": self.env.get_state(),
-            "history": asdict(self.history),
+            "history": asdict(self.history), "replay": self.replay.state(),
         }
 
     def _restore(self) -> None:
@@ -123,9 +178,13 @@ class A2CTrainer:
             for param, saved in zip(self.cache.parameters(), state["features"], strict=True):
                 param.copy_(saved)
         self.optimizer.load_state_dict(state["optimizer"])
+        with torch.no_grad():
+            self.log_entropy_coef.copy_(state["log_entropy_coef"])
+        self.coef_optimizer.load_state_dict(state["coef_optimizer"])
         self.generator.set_state(state["torch_rng"])
         self.env.set_state(state["env"])
         self.history = History(**state["history"])
+        self.replay.load(state["replay"])
 
     def save(self) -> None:
         if self.checkpoint is not None:
@@ -137,10 +196,19 @@ class A2CTrainer:
         uniform = torch.rand(log_probs.shape, generator=self.generator).clamp_(1e-10, 1.0 - 1e-7)
         return (log_probs - torch.log(-torch.log(uniform))).argmax(-1)
 
+    def _self_imitation_loss(self) -> torch.Tensor:
+        items, heads, actions, returns = self.replay.sample(self.config.self_imitation_batch, self.generator)
+        logits, values = self.adversary(*self.cache.lookup(items, heads))
+        replayed = BatchedMultiCategorical().proba_distribution(logits.flatten(1))
+        margin = (returns - values).clamp(min=0.0)
+        policy = -(replayed.log_prob(actions) * margin.detach()).mean()
+        return policy + 0.5 * self.config.value_coef * margin.pow(2).mean()
+
     def step(self) -> dict:
         """One update: act on the whole batch, step the env once, one gradient step."""
         env, cfg = self.env, self.config
-        g, slots, present = self.cache.lookup(env.current_items, env.current_heads)
+        items, heads = env.current_items.copy(), env.current_heads.copy()
+        g, slots, present = self.cache.lookup(items, heads)
         logits, values = self.adversary(g, slots, present)
         self.dist.proba_distribution(logits.flatten(1))
         actions = self._sample()
@@ -150,16 +218,28 @@ class A2CTrainer:
         policy_loss = -(advantage * self.dist.log_prob(actions)).mean()
         value_loss = (returns - values).pow(2).mean()
         entropy = self.dist.entropy().mean()
-        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        coef = self.log_entropy_coef.detach().exp()
+        loss = policy_loss + cfg.value_coef * value_loss - coef * entropy
+        successes = rewards > env.game.rewards.fr
+        self.replay.add(items[successes], heads[successes], actions.numpy()[successes], rewards[successes])
+        if cfg.self_imitation_coef > 0 and len(self.replay):
+            loss = loss + cfg.self_imitation_coef * self._self_imitation_loss()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm)
         self.optimizer.step()
+        per_dimension = entropy.detach() / (2.0 * present.sum(-1).mean()).clamp(min=1.0)
+        if cfg.target_entropy is not None:
+            coef_loss = self.log_entropy_coef * (per_dimension - cfg.target_entropy)
+            self.coef_optimizer.zero_grad(set_to_none=True)
+            coef_loss.backward()
+            self.coef_optimizer.step()
         self.update += 1
         final = infos["final_info"]
         metrics = {
             "reward": float(returns.mean()), "invalid": float(1.0 - final["valid"].mean()),
             "changed": float(final["changed"].mean()), "entropy": float(entropy.detach()),
+            "entropy_per_dimension": float(per_dimension), "entropy_coef": float(coef),
             "value_loss": float(value_loss.detach()),
         }
         steps = self.update * cfg.num_envs

@@ -34,11 +34,15 @@ class AttackOptions:
     num_envs: int = 128
     eval_samples: int = 32
     learning_rate: float = 5e-4
-    entropy_coef: float = 0.03
+    entropy_coef: float = 0.05
+    stay_bias: float = 4.4
+    target_entropy: float | None = 0.3
+    rewards: tuple[float, float, float, float] = (1.0, 0.1, -0.1, -0.8)  # dr, cr, fr, isr
     fine_tune: bool = False
     adversary_weights: str | None = None
     mode: str = "displacement"
     progress: bool = True
+    threads: int = 1  # the batches are small: one thread beats two, and trials run side by side
 
 
 def _learning_curve_png(history: Any, path: Path) -> None:
@@ -63,17 +67,20 @@ def _learning_curve_png(history: Any, path: Path) -> None:
 
 def run_attack(options: AttackOptions) -> dict:
     """Train, evaluate, write RUN/result.json; returns the result dict."""
+    import torch
     from tqdm import tqdm
 
     from agents.a2c import A2CConfig, A2CTrainer, policy_actions
     from agents.evaluation import evaluate, random_actions, scores
     from agents.features import FeatureCache, LiveFeatures
     from agents.pretrained import load_adversary_network
+    from envs.game import Rewards
     from envs.items import ItemPool, load_items
     from envs.minigames import MiniGames, split_minigames
     from envs.vector import AdversarialVectorEnv
     from players.registry import load as load_player
 
+    torch.set_num_threads(options.threads)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     items = load_items(options.items)
@@ -93,9 +100,12 @@ def run_attack(options: AttackOptions) -> dict:
     network, word_map = load_adversary_network(options.adversary_weights, pool.words)
     features = LiveFeatures(network, word_map, pool) if options.fine_tune else FeatureCache(network, word_map, pool)
     config = A2CConfig(steps=options.steps, num_envs=options.num_envs, learning_rate=options.learning_rate,
-                       entropy_coef=options.entropy_coef, seed=options.seed)
+                       entropy_coef=options.entropy_coef, stay_bias=options.stay_bias,
+                       target_entropy=options.target_entropy,
+                       seed=options.seed)
     with load_player(options.player) as player:
-        env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode)
+        env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode,
+                                   rewards=Rewards(*options.rewards))
         old = env.game.old_answers(list(range(len(pool))))
         if all(not a.ok for a in old):  # nothing to attack: fail this run, not the caller's others
             raise ClevrGameError(f"player {options.player!r} answered none of the {len(old)} items: {old[0].error}")
@@ -118,7 +128,7 @@ def run_attack(options: AttackOptions) -> dict:
     trained_scores, random_scores = scores(trained), scores(random)
     _learning_curve_png(history, out / "learning_curve.png")
     result = {
-        "options": {k: v for k, v in asdict(options).items() if k != "progress"},
+        "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "threads")},
         **trained_scores.to_json(),
         "random_consistency": random_scores.consistency,
         "random_drop": random_scores.drop,

@@ -41,7 +41,7 @@ class AdversaryHeads(nn.Module):
     """(global, slots, present) -> masked logits (B, 10, 2, 7) and critic hidden state."""
 
     def __init__(self, global_dim: int, slot_dim: int, hidden: int = 128, critic_hidden: int = 64,
-                 stay_bias: float = 2.0):
+                 stay_bias: float = 4.4):
         super().__init__()
         self.global_dim, self.slot_dim = global_dim, slot_dim
         self.actor = nn.Sequential(

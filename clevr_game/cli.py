@@ -107,7 +107,9 @@ def _cmd_attack(args: argparse.Namespace) -> int | None:
         player=args.player, items=args.items, minigame_size=args.minigame_size, minigame=args.minigame,
         seed=args.seed, steps=args.steps, out=args.out, split_seed=args.split_seed, num_envs=args.num_envs,
         eval_samples=args.eval_samples, learning_rate=args.lr, entropy_coef=args.entropy_coef,
-        fine_tune=args.fine_tune, adversary_weights=args.adversary_weights, mode=args.mode,
+        stay_bias=args.stay_bias, target_entropy=args.target_entropy if args.target_entropy >= 0 else None,
+        threads=args.threads, rewards=tuple(args.rewards), fine_tune=args.fine_tune,
+        adversary_weights=args.adversary_weights, mode=args.mode,
         progress=not args.no_progress,
     )
     result = run_attack(options)
@@ -129,7 +131,15 @@ def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-envs", type=int, default=128)
     p.add_argument("--eval-samples", type=int, default=32, help="moves per item when evaluating")
     p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--entropy-coef", type=float, default=0.03)
+    p.add_argument("--entropy-coef", type=float, default=0.05, help="starting entropy coefficient")
+    p.add_argument("--stay-bias", type=float, default=4.4,
+                   help="initial logit of `stay` per axis: higher starts with fewer objects moving")
+    p.add_argument("--target-entropy", type=float, default=0.3,
+                   help="adapt the entropy coefficient to hold this many nats per action dimension "
+                        "(a negative value keeps --entropy-coef fixed)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--rewards", type=float, nargs=4, default=[1.0, 0.1, -0.1, -0.8], metavar=("DR", "CR", "FR", "ISR"),
+                   help="training rewards: right answer broken, other change, nothing changed, invalid scene")
     p.add_argument("--fine-tune", action="store_true", help="train the relation network too (default: frozen)")
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
     p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement")

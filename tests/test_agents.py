@@ -217,3 +217,49 @@ def test_attack_command_against_the_oracle(pool, tmp_path, capsys, network):
     assert result["random_consistency"] == 0.0 and result["random_drop"] == 0.0
     assert len(result["items"]) == 10 and (run / "learning_curve.png").stat().st_size > 0
     assert (run / "minigames.json").is_file() and (run / "checkpoint.pt").is_file()
+
+
+def test_entropy_coefficient_moves_toward_its_target(pool, network, words_map):
+    sub, cache = _fragile_setup(pool, network, words_map)
+    coefficients = {}
+    for target in (0.01, 1.9):
+        env = AdversarialVectorEnv(sub, FragilePlayer(), num_envs=32)
+        trainer = A2CTrainer(env, cache, A2CConfig(steps=32 * 30, num_envs=32, seed=0, target_entropy=target))
+        start = trainer.log_entropy_coef.item()
+        trainer.train()
+        coefficients[target] = trainer.log_entropy_coef.item() - start
+    assert coefficients[0.01] < -0.1  # more entropy than asked for: the bonus shrinks
+    assert coefficients[1.9] > 0.1  # less than asked for (ln 7 = 1.95 is uniform): the bonus grows
+
+
+def test_self_imitation_replays_a_stored_success(pool, network, words_map):
+    sub, cache = _fragile_setup(pool, network, words_map)
+    heads = np.arange(10)[None, :]
+    move = np.full((1, 20), STAY_BIN)
+    move[0, 0] = 0  # head 0 one bin left on x: a move the oracle never rewards
+
+    def log_prob_after(self_imitation_coef: float) -> float:
+        env = AdversarialVectorEnv(sub, OraclePlayer(), num_envs=32)
+        config = A2CConfig(steps=32 * 25, num_envs=32, seed=0, self_imitation_coef=self_imitation_coef)
+        trainer = A2CTrainer(env, cache, config)
+        trainer.replay.add(np.array([0]), heads, move, np.array([1.0]))
+        trainer.train()
+        with torch.no_grad():
+            logits, _ = trainer.adversary(*cache.lookup(np.array([0]), heads))
+        dist = BatchedMultiCategorical().proba_distribution(logits.flatten(1))
+        return float(dist.log_prob(torch.as_tensor(move)))
+
+    assert log_prob_after(1.0) > log_prob_after(0.0) + 1.0
+
+
+def test_success_replay_keeps_the_newest_within_capacity():
+    from agents.a2c import SuccessReplay
+
+    replay = SuccessReplay(capacity=3)
+    for k in range(5):
+        replay.add(np.array([k]), np.zeros((1, 10), dtype=np.int64), np.full((1, 20), k), np.array([1.0]))
+    assert list(replay.items) == [2, 3, 4] and len(replay) == 3
+    copy = SuccessReplay(capacity=3)
+    copy.load(replay.state())
+    items, _, actions, _ = copy.sample(8, torch.Generator().manual_seed(0))
+    assert set(items) <= {2, 3, 4} and all(int(a[0]) == i for a, i in zip(actions, items, strict=True))
