@@ -175,11 +175,13 @@ class Scene:
         *,
         pixel_coords: np.ndarray | bool = True,
         relationships: dict[str, list[list[int]]] | None = None,
+        compute_relationships: bool = True,
     ) -> Scene:
         """A copy with objects moved to `coords` (N, 2 or 3).
 
         Pixel coordinates are projected (or taken from an (N, 3) array a caller
-        projected in bulk) and relationships recomputed (or taken as given).
+        projected in bulk) and relationships recomputed (or taken as given, or left
+        to `to_json` when `compute_relationships` is false).
         """
         coords = np.asarray(coords, dtype=np.float64)
         xyz = coords if coords.shape[1] > 2 else np.column_stack([coords, self.coords()[:, 2]])
@@ -198,7 +200,7 @@ class Scene:
             objects, dict(self.directions), self.vocabulary, self.image_index,
             self.image_filename, self.split, relationships, dict(self.extra),
         )
-        if relationships is None:
+        if relationships is None and compute_relationships:
             moved.relationships = moved.computed_relationships()
         return moved
 

@@ -144,7 +144,8 @@ class Game:
         self.asp = AspEnforcer(rules)
         self.relevance = RelevanceEnforcer(rules)
         self._old_answers: dict[int, Answer] = {}
-        self._facts: dict[int, SceneFacts] = {}  # per item: attributes never move, only relations change
+        self._facts: dict[int, SceneFacts] = {}
+        self._unmoved_verdicts: dict[int, list[Verdict]] = {}  # per item: attributes never move, only relations change
 
     # ------------------------------------------------------------------ answers
 
@@ -228,7 +229,7 @@ class Game:
             moves_by_row.setdefault(row, []).append((obj, dx, dy))
 
         outcomes: list[Outcome | None] = [None] * len(indices)
-        accepted: list[tuple[int, int, np.ndarray, list[Verdict], Scene | None, SceneFacts | None]] = []
+        accepted: list[tuple[int, int, np.ndarray, list[Verdict], Scene | None]] = []
         for row, (index, ok) in enumerate(zip(indices.tolist(), layout.ok.tolist(), strict=True)):
             item = pool.items[index]
             if not ok:
@@ -238,9 +239,16 @@ class Game:
                 continue
             n = int(pool.num_objects[index])
             coords = np.column_stack([moved[row, :n], pool.z[index, :n]])
-            verdicts, scene, facts = self._judge_valid_layout(item, index, coords)
+            if row not in moves_by_row:  # nothing moved: judged once per item, the old answer stands
+                verdicts = self._unmoved_verdicts.get(index)
+                if verdicts is None:
+                    verdicts = self._unmoved_verdicts[index] = self._judge_valid_layout(item, index, coords)[0]
+                scene = item.scene if verdicts[-1].ok else None
+                outcomes[row] = self._finish(item, verdicts, old[row], old[row] if scene is not None else None, [], scene)
+                continue
+            verdicts, scene, _ = self._judge_valid_layout(item, index, coords)
             if verdicts[-1].ok:
-                accepted.append((row, index, coords, verdicts, scene, facts))
+                accepted.append((row, index, coords, verdicts, scene))
             else:
                 outcomes[row] = self._finish(item, verdicts, old[row], None, moves_by_row.get(row, []))
         if not accepted:
@@ -250,18 +258,15 @@ class Game:
         pixels = project_to_pixels(np.concatenate([a[2] for a in accepted]))
         bounds = np.cumsum([0] + [len(a[2]) for a in accepted])
         to_ask: list[tuple[int, Scene]] = []
-        for k, (row, index, coords, verdicts, scene, facts) in enumerate(accepted):
+        for k, (row, index, coords, verdicts, scene) in enumerate(accepted):
             item = pool.items[index]
+            move_list = moves_by_row[row]
             if scene is None:
-                relationships = facts.relationships() if facts is not None else None
+                # Players read coordinates; the relationships lists are built only if the scene is written.
                 scene = item.scene.with_coords(coords, pixel_coords=pixels[bounds[k]:bounds[k + 1]],
-                                               relationships=relationships)
-            move_list = moves_by_row.get(row, [])
-            if move_list:
-                outcomes[row] = Outcome(item.item_id, True, verdicts, item.answer, None, None, 0.0, move_list, scene)
-                to_ask.append((row, scene))
-            else:  # nothing moved: the old answer stands, the player is not asked again
-                outcomes[row] = self._finish(item, verdicts, old[row], old[row], move_list, scene)
+                                               compute_relationships=False)
+            outcomes[row] = Outcome(item.item_id, True, verdicts, item.answer, None, None, 0.0, move_list, scene)
+            to_ask.append((row, scene))
         if to_ask:
             queries = self._queries([pool.items[indices[row]] for row, _ in to_ask], [scene for _, scene in to_ask])
             for (row, scene), answer in zip(to_ask, self.player.answer_batch(queries), strict=True):

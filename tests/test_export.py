@@ -80,6 +80,7 @@ def attack_run(tmp_path_factory) -> Path:
     run_attack(AttackOptions(
         player=PLAYER, items=str(root / "items"), minigame_size=10, steps=64, num_envs=16, eval_samples=8,
         adversary_weights=str(root / "rn.pt"), out=str(root / "run"), progress=False,
+        stay_bias=2.0,  # an untrained adversary that moves most objects: most items get a manipulation
     ))
     # Most tests read the best manipulation per item; the attack's record of every move is kept aside.
     (root / "run" / "manipulations.jsonl").rename(root / "attack_manipulations.jsonl")
