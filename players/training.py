@@ -11,7 +11,6 @@ latest usable model.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from torch import nn
 
 from clevr_game.errors import InputError
 from clevr_game.text import WordVocabulary, default_word_vocabulary
+from players.loop import LoopSettings, Optimisation, decoupled_optimizer, run_loop
 from players.state.checkpoint import (
     PlayerFile,
     from_dict,
@@ -120,21 +120,6 @@ class TrainingResult:
     final_loss: float
 
 
-def learning_rate_factor(step: int, warmup_steps: int, total_steps: int, decay_steps: int) -> float:
-    """Warmup, stable, decay: linear warmup to 1, flat, then a linear fall to 0.02 over the last `decay_steps`.
-
-    The flat middle is what makes a run extendable: resuming with a larger
-    `--steps` before the decay started continues the same schedule, and the
-    decay is the run's last `decay_steps` whatever the total turned out to be.
-    """
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    decay_start = total_steps - decay_steps
-    if step < decay_start:
-        return 1.0
-    return max(0.02, 1.0 - 0.98 * (step - decay_start + 1) / max(1, decay_steps))
-
-
 def epoch_batches(lengths: torch.Tensor, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
     """The batches of one epoch: shuffled, then length-sorted within buckets; the last partial batch dropped."""
     generator = np.random.default_rng([seed, epoch])
@@ -182,15 +167,6 @@ def evaluate_tensors(model: nn.Module, tensors: QuestionTensors, batch_size: int
         members = tensors.families == family_id
         scores.add(name, int(correct[members].sum()), int(members.sum()))
     return scores
-
-
-def _optimizer(model: nn.Module, options: TrainingOptions) -> torch.optim.Optimizer:
-    # Decay weight matrices only: embeddings, biases, norms and learned tokens keep their scale.
-    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in embedded]
-    rest = [p for p in model.parameters() if not (p.dim() >= 2 and id(p) not in embedded)]
-    groups = [{"params": decay, "weight_decay": options.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=options.learning_rate, betas=(0.9, 0.98))
 
 
 def _player_info(options: TrainingOptions, tensors: QuestionTensors, step: int, seconds: float,
@@ -275,37 +251,19 @@ def _train(options: TrainingOptions) -> TrainingResult:
     model = build_model(kind, config, len(vocabulary), len(answers))
     if initial is not None:
         model.load_state_dict(initial.state_dict)
-    optimizer = _optimizer(model, options)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps, options.decay)
-    )
-    step, seconds_before, curve = 0, 0.0, []
+    state = Optimisation(decoupled_optimizer(model, options.learning_rate, options.weight_decay, betas=(0.9, 0.98)),
+                         options.warmup_steps, options.steps, options.decay)
     heldout: dict[str, Any] = {}
     if checkpoint is not None:
         model.load_state_dict(checkpoint["player"]["state_dict"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        torch.set_rng_state(checkpoint["torch_rng"])
-        step, seconds_before, curve = checkpoint["step"], checkpoint["train_seconds"], checkpoint["curve"]
+        state.restore(checkpoint)
     schedule = BatchSchedule(train_tensors.lengths, options.batch_size, options.seed)
     writer = _summary_writer(options)
-    run_started = time.monotonic()
-
-    def seconds_so_far() -> float:
-        return seconds_before + time.monotonic() - run_started
-
     def save() -> None:
-        info = _player_info(options, train_tensors, step, seconds_so_far(), curve, model, heldout)
+        info = _player_info(options, train_tensors, state.step, state.seconds(), state.curve, model, heldout)
         player_file = player_file_from(model, kind, vocabulary, answers, info)
         write_torch_atomic(options.checkpoint_path, {
-            "player": to_dict(player_file),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "step": step,
-            "train_seconds": seconds_so_far(),
-            "curve": curve,
-            "options": asdict(options),
+            "player": to_dict(player_file), **state.checkpoint_fields(), "options": asdict(options),
         })
         save_player_file(options.out, player_file)
 
@@ -313,57 +271,32 @@ def _train(options: TrainingOptions) -> TrainingResult:
         if eval_tensors is None:
             return
         scores = evaluate_tensors(model, eval_tensors)
-        model.train()
-        point = {"step": step, "accuracy": round(scores.accuracy, 4), "minutes": round(seconds_so_far() / 60, 1)}
-        curve.append(point)
+        point = {"step": state.step, "accuracy": round(scores.accuracy, 4), "minutes": round(state.seconds() / 60, 1)}
+        state.curve.append(point)
         if writer is not None:
-            writer.add_scalar("heldout/accuracy", scores.accuracy, step)
+            writer.add_scalar("heldout/accuracy", scores.accuracy, state.step)
             for family, accuracy in scores.family_accuracy().items():
-                writer.add_scalar(f"heldout/{family}", accuracy, step)
-        tqdm.write(f"step {step}: held-out accuracy {scores.accuracy:.4f} ({point['minutes']} min)")
+                writer.add_scalar(f"heldout/{family}", accuracy, state.step)
+        tqdm.write(f"step {state.step}: held-out accuracy {scores.accuracy:.4f} ({point['minutes']} min)")
+
+    def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        batch, targets = train_tensors.batch(schedule.indices(step))
+        return nn.functional.cross_entropy(model(batch), targets), {}
 
     if options.progress:
         print(f"{options.player}: {parameter_count(model)} parameters, {len(train_tensors)} training questions, "
-              f"{len(vocabulary)} words, from step {step} of {options.steps}", flush=True)
-    model.train()
-    last_checkpoint = time.monotonic()
-    loss_average = float("nan")
-    bar = tqdm(total=options.steps, initial=step, disable=not options.progress, unit="step", smoothing=0.05)
-    while step < options.steps:
-        batch, targets = train_tensors.batch(schedule.indices(step))
-        loss = nn.functional.cross_entropy(model(batch), targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        value = loss.item()
-        loss_average = value if math.isnan(loss_average) else 0.98 * loss_average + 0.02 * value
-        bar.update(1)
-        if step % 50 == 0:
-            bar.set_postfix(loss=f"{loss_average:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
-            if writer is not None:
-                writer.add_scalar("train/loss", loss_average, step)
-                writer.add_scalar("train/learning_rate", scheduler.get_last_lr()[0], step)
-        if step % options.eval_every == 0 or step == options.steps:
-            record_evaluation()
-        out_of_time = options.max_minutes is not None and time.monotonic() - started > options.max_minutes * 60
-        if step == options.steps or out_of_time or time.monotonic() - last_checkpoint > options.checkpoint_minutes * 60:
-            save()
-            last_checkpoint = time.monotonic()
-        if out_of_time:
-            tqdm.write(f"stopping at step {step}: --max-minutes {options.max_minutes} reached (resume with --resume)")
-            break
-    bar.close()
+              f"{len(vocabulary)} words, from step {state.step} of {options.steps}", flush=True)
+    settings = LoopSettings(options.steps, options.eval_every, options.checkpoint_minutes, options.max_minutes,
+                            options.clip_norm, options.progress, log_every=50, smoothing=0.02)
+    result = run_loop(model, state, settings, loss_at, save, record_evaluation, started=started, writer=writer)
     if writer is not None:
         writer.close()
-    if step == options.steps and options.eval_data:
+    if state.step == options.steps and options.eval_data:
         heldout = _full_evaluation(model, options.eval_data, vocabulary, answers)
         save()
     if not Path(options.out).exists():
         save()
-    return TrainingResult(step, seconds_so_far(), curve, loss_average)
+    return TrainingResult(state.step, state.seconds(), state.curve, result.loss_average)
 
 
 def _full_evaluation(model: nn.Module, folder: str, vocabulary: WordVocabulary, answers: list[str]) -> dict[str, Any]:

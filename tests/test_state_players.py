@@ -20,6 +20,7 @@ from clevr_game.generate import generate_dataset
 from clevr_game.scene import SceneObject
 from clevr_game.text import UNKNOWN, default_word_vocabulary
 from clevr_game.vocab import CLEVR, CLEVR_POC
+from players.loop import learning_rate_factor
 from players.protocol import Query
 from players.state.checkpoint import (
     load_player_file,
@@ -32,7 +33,7 @@ from players.state.evaluation import evaluate_player
 from players.state.features import ANSWERS, MAX_OBJECTS, scene_arrays
 from players.state.models import StateBatch, build_model
 from players.state.player import StateRelationNetworkPlayer, StateTransformerPlayer
-from players.training import TrainingOptions, learning_rate_factor, train
+from players.training import TrainingOptions, train
 
 torch.set_num_threads(1)  # one thread is several times faster than two on a busy 2-core machine
 

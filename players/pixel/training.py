@@ -1,9 +1,9 @@
 """Training of the pixel players, resumable, on the state players' schedule and batching.
 
-The learning-rate schedule (`learning_rate_factor`: warmup, flat, final
-decay), the batch order (`BatchSchedule`: the batch of any step from (seed,
-epoch), so resuming needs only the step) and the per-family scores come from
-`players.training`; what differs is the data (rendered images, rendered here
+The optimisation loop (`players.loop`: AdamW, warmup-stable-decay, clipping,
+checkpoints, time limit), the batch order (`BatchSchedule`: the batch of any
+step from (seed, epoch), so resuming needs only the step) and the per-family
+scores are the state players'; what differs is the data (rendered images, rendered here
 when missing) and the model. Two tasks:
 
 - question answering (`pixel-rn`, `film`): cross-entropy on the answer;
@@ -19,7 +19,6 @@ checkpoint, so it is always the latest usable player.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from torch import nn
 
 from clevr_game.errors import InputError
 from clevr_game.text import WordVocabulary, default_word_vocabulary
+from players.loop import LoopSettings, Optimisation, decoupled_optimizer, run_loop
 from players.pixel.checkpoint import (
     PLAYER_KINDS,
     PixelPlayerFile,
@@ -47,7 +47,7 @@ from players.pixel.perception import SceneTargets, perception_loss
 from players.pixel.program_tokens import arities, program_to_tokens, token_list
 from players.state.checkpoint import read_torch, write_torch_atomic
 from players.state.features import ANSWERS
-from players.training import BatchSchedule, FamilyScores, learning_rate_factor
+from players.training import BatchSchedule, FamilyScores
 
 
 @dataclass
@@ -210,15 +210,6 @@ class NeuroSymbolicTask:
         return _scores(correct, data), extra
 
 
-def _optimizer(model: nn.Module, options: PixelTrainingOptions) -> torch.optim.Optimizer:
-    # Decay weight matrices and kernels only: embeddings, biases and norms keep their scale.
-    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in embedded]
-    rest = [p for p in model.parameters() if not (p.dim() >= 2 and id(p) not in embedded)]
-    groups = [{"params": decay, "weight_decay": options.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=options.learning_rate)
-
-
 def majority_baseline(train: PixelData, heldout: PixelData | None) -> dict[str, Any]:
     """The most frequent training answer and its accuracy on the held-out questions."""
     answer = Counter(train.answers_text).most_common(1)[0][0]
@@ -287,18 +278,12 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
         task = NeuroSymbolicTask(model, tokens, fallback, spec, device)
     else:
         task = AnsweringTask(model, device)
-    optimizer = _optimizer(model, options)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: learning_rate_factor(s, options.warmup_steps, options.steps, options.decay)
-    )
-    step, seconds_before, curve = 0, 0.0, []
+    state = Optimisation(decoupled_optimizer(model, options.learning_rate, options.weight_decay),
+                         options.warmup_steps, options.steps, options.decay)
     heldout: dict[str, Any] = {}
     if checkpoint is not None:
         model.load_state_dict(checkpoint["player"]["state_dict"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        torch.set_rng_state(checkpoint["torch_rng"])
-        step, seconds_before, curve = checkpoint["step"], checkpoint["train_seconds"], checkpoint["curve"]
+        state.restore(checkpoint)
         heldout = checkpoint.get("heldout", {})
     schedule = BatchSchedule(train_data.questions.lengths, options.batch_size, options.seed)
     writer = None
@@ -307,28 +292,22 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
 
         writer = SummaryWriter(options.log_dir or f"{options.out}.logs")
     baseline = majority_baseline(train_data, eval_data)
-    run_started = time.monotonic()
-
-    def seconds_so_far() -> float:
-        return seconds_before + time.monotonic() - run_started
-
     def info() -> dict[str, Any]:
         return {
             "player": options.player, "data": str(options.data), "data_questions": len(train_data),
             "data_images": int(train_data.images.shape[0]), "eval_data": options.eval_data,
-            "seed": options.seed, "batch_size": options.batch_size, "step": step, "steps_planned": options.steps,
-            "train_seconds": round(seconds_so_far(), 1),
+            "seed": options.seed, "batch_size": options.batch_size, "step": state.step,
+            "steps_planned": options.steps, "train_seconds": round(state.seconds(), 1),
             "parameters": sum(p.numel() for p in model.parameters()),
-            "curve": curve, "command": options.command, "heldout": heldout, "majority": baseline,
+            "curve": state.curve, "command": options.command, "heldout": heldout, "majority": baseline,
         }
 
     def save() -> None:
         player_file = player_file_from(model, kind, vocabulary, answers, spec, program_tokens=tokens,
                                        fallback=fallback, info=info())
         write_torch_atomic(options.checkpoint_path, {
-            "player": to_dict(player_file), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(), "step": step,
-            "train_seconds": seconds_so_far(), "curve": curve, "heldout": heldout, "options": asdict(options),
+            "player": to_dict(player_file), **state.checkpoint_fields(), "heldout": heldout,
+            "options": asdict(options),
         })
         save_player_file(options.out, player_file)
 
@@ -336,55 +315,26 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
         if eval_data is None:
             return
         scores, extra = task.evaluate(eval_data, limit=options.eval_size)
-        model.train()
-        point = {"step": step, "accuracy": round(scores.accuracy, 4), "minutes": round(seconds_so_far() / 60, 1),
-                 **extra}
-        curve.append(point)
+        point = {"step": state.step, "accuracy": round(scores.accuracy, 4),
+                 "minutes": round(state.seconds() / 60, 1), **extra}
+        state.curve.append(point)
         if writer is not None:
-            writer.add_scalar("heldout/accuracy", scores.accuracy, step)
+            writer.add_scalar("heldout/accuracy", scores.accuracy, state.step)
             for name, value in extra.items():
-                writer.add_scalar(f"heldout/{name}", value, step)
-        tqdm.write(f"step {step}: held-out accuracy {scores.accuracy:.4f} {extra} ({point['minutes']} min)")
+                writer.add_scalar(f"heldout/{name}", value, state.step)
+        tqdm.write(f"step {state.step}: held-out accuracy {scores.accuracy:.4f} {extra} ({point['minutes']} min)")
 
     if options.progress:
         print(f"{options.player}: {sum(p.numel() for p in model.parameters())} parameters, "
               f"{len(train_data)} questions on {train_data.images.shape[0]} images ({spec.label}), "
-              f"from step {step} of {options.steps}; majority answer {baseline}", flush=True)
-    model.train()
-    last_checkpoint = time.monotonic()
-    loss_average = first_loss = float("nan")
-    bar = tqdm(total=options.steps, initial=step, disable=not options.progress, unit="step", smoothing=0.05)
-    while step < options.steps:
-        loss, parts = task.loss(train_data, schedule.indices(step))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), options.clip_norm)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        value = loss.item()
-        first_loss = value if math.isnan(first_loss) else first_loss
-        loss_average = value if math.isnan(loss_average) else 0.95 * loss_average + 0.05 * value
-        bar.update(1)
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{loss_average:.3f}", **{k: f"{v:.3f}" for k, v in parts.items()})
-            if writer is not None:
-                writer.add_scalar("train/loss", loss_average, step)
-                for name, part in parts.items():
-                    writer.add_scalar(f"train/{name}", part, step)
-        if step % options.eval_every == 0 or step == options.steps:
-            record_evaluation()
-        out_of_time = options.max_minutes is not None and time.monotonic() - started > options.max_minutes * 60
-        if step == options.steps or out_of_time or time.monotonic() - last_checkpoint > options.checkpoint_minutes * 60:
-            save()
-            last_checkpoint = time.monotonic()
-        if out_of_time:
-            tqdm.write(f"stopping at step {step}: --max-minutes {options.max_minutes} reached (resume with --resume)")
-            break
-    bar.close()
+              f"from step {state.step} of {options.steps}; majority answer {baseline}", flush=True)
+    settings = LoopSettings(options.steps, options.eval_every, options.checkpoint_minutes, options.max_minutes,
+                            options.clip_norm, options.progress, log_every=20, smoothing=0.05)
+    result = run_loop(model, state, settings, lambda step: task.loss(train_data, schedule.indices(step)),
+                      save, record_evaluation, started=started, writer=writer)
     if writer is not None:
         writer.close()
-    if step == options.steps and eval_data is not None:
+    if state.step == options.steps and eval_data is not None:
         scores, extra = task.evaluate(eval_data)
         heldout.update({
             "data": str(options.eval_data), "questions": len(eval_data), "accuracy": round(scores.accuracy, 4),
@@ -393,5 +343,5 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
         save()
     if not Path(options.out).exists():
         save()
-    return PixelTrainingResult(step, seconds_so_far(), curve, loss_average, first_loss)
+    return PixelTrainingResult(state.step, state.seconds(), state.curve, result.loss_average, result.first_loss)
 
