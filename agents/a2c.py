@@ -4,8 +4,14 @@ Episodes are one step long, so the return is the reward and A2C is a policy
 gradient with the critic as baseline. With a frozen relation network the
 features of every item come from a FeatureCache, and one update costs one small
 MLP forward/backward over the batch plus one batched env step.
-The loop checkpoints everything it needs (weights, optimiser, both random
-streams, the step) so a resumed run continues exactly as an uninterrupted one.
+
+Against a strong player a move that changes an answer is rare, so two additions
+keep the search alive: the entropy coefficient adapts to hold a target entropy,
+and the moves that changed an answer are replayed (self-imitation) until the
+critic expects them.
+The loop checkpoints everything it needs (weights, optimisers, the entropy
+coefficient, the replay, both random streams, the step) so a resumed run
+continues exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
