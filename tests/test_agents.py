@@ -263,3 +263,29 @@ def test_success_replay_keeps_the_newest_within_capacity():
     copy.load(replay.state())
     items, _, actions, _ = copy.sample(8, torch.Generator().manual_seed(0))
     assert set(items) <= {2, 3, 4} and all(int(a[0]) == i for a, i in zip(actions, items, strict=True))
+
+
+def test_attack_options_reach_the_trainer(pool, tmp_path, network):
+    from clevr_game.cli import main
+
+    weights = tmp_path / "rn.pt"
+    words = default_word_vocabulary()
+    save_player_file(weights, player_file_from(network, "relation-network", words, list(ANSWERS), {}))
+    items = tmp_path / "items"
+    generate_dataset(items, 12, 2, seed=4, progress=False)
+    run = tmp_path / "run"
+    assert main(["attack", "--player", "oracle", "--items", str(items), "--steps", "256", "--num-envs", "64",
+                 "--stay-bias", "3.0", "--target-entropy", "-1", "--entropy-coef", "0.02",
+                 "--rewards", "1", "0.1", "-0.1", "-0.5", "--adversary-weights", str(weights),
+                 "--out", str(run), "--no-progress"]) == 0
+    options = json.loads((run / "result.json").read_text())["options"]
+    assert options["stay_bias"] == 3.0 and options["target_entropy"] is None
+    assert options["rewards"] == [1.0, 0.1, -0.1, -0.5]
+    checkpoint = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert checkpoint["config"]["target_entropy"] is None and checkpoint["config"]["stay_bias"] == 3.0
+    torch.testing.assert_close(checkpoint["log_entropy_coef"].exp(), torch.tensor(0.02))  # held fixed
+    history = checkpoint["history"]
+    # The oracle never changes its answer: each update's mean reward is fr on valid scenes, isr on the rest.
+    expected = [-0.1 * (1.0 - share) - 0.5 * share for share in history["invalid"]]
+    np.testing.assert_allclose(history["reward"], expected, atol=1e-6)
+    assert max(history["invalid"]) > 0.0
