@@ -80,6 +80,8 @@ def run_attack(options: AttackOptions) -> dict:
     from envs.vector import AdversarialVectorEnv
     from players.registry import load as load_player
 
+    if options.threads < 1:
+        raise InputError(f"--threads {options.threads}: must be at least 1")
     torch.set_num_threads(options.threads)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)

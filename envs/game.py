@@ -210,6 +210,15 @@ class Game:
         verdicts.append(self.relevance.judge(scene, item, facts))
         return verdicts, scene, facts
 
+    def _unmoved_outcome(self, item: Item, index: int, old: Answer) -> Outcome:
+        verdicts = self._unmoved_verdicts.get(index)
+        if verdicts is None:
+            n = int(self.pool.num_objects[index])
+            coords = np.column_stack([self.pool.xy[index, :n], self.pool.z[index, :n]])
+            verdicts = self._unmoved_verdicts[index] = self._judge_valid_layout(item, index, coords)[0]
+        scene = item.scene if verdicts[-1].ok else None
+        return self._finish(item, verdicts, old, old if scene is not None else None, [], scene)
+
     # ------------------------------------------------------------------ the move
 
     def play(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> list[Outcome]:
@@ -237,15 +246,11 @@ class Game:
                 outcomes[row] = self._finish(item, [Verdict("boundary", False, reason)], old[row], None,
                                              moves_by_row.get(row, []))
                 continue
+            if row not in moves_by_row:  # nothing moved: judged once per item, the old answer stands
+                outcomes[row] = self._unmoved_outcome(item, index, old[row])
+                continue
             n = int(pool.num_objects[index])
             coords = np.column_stack([moved[row, :n], pool.z[index, :n]])
-            if row not in moves_by_row:  # nothing moved: judged once per item, the old answer stands
-                verdicts = self._unmoved_verdicts.get(index)
-                if verdicts is None:
-                    verdicts = self._unmoved_verdicts[index] = self._judge_valid_layout(item, index, coords)[0]
-                scene = item.scene if verdicts[-1].ok else None
-                outcomes[row] = self._finish(item, verdicts, old[row], old[row] if scene is not None else None, [], scene)
-                continue
             verdicts, scene, _ = self._judge_valid_layout(item, index, coords)
             if verdicts[-1].ok:
                 accepted.append((row, index, coords, verdicts, scene))

@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,6 +32,32 @@ class LoopSettings:
     progress: bool
     log_every: int
     smoothing: float  # weight of the newest loss in the running average
+
+
+class LoopOptions:
+    """What a trainer's options dataclass gives the loop; mixed into both trainers' options."""
+
+    out: str
+    steps: int
+    decay_steps: int | None
+    eval_every: int
+    checkpoint_minutes: float
+    max_minutes: float | None
+    clip_norm: float
+    progress: bool
+
+    @property
+    def decay(self) -> int:
+        """Steps of the final decay: `decay_steps`, or a fifth of the run."""
+        return self.decay_steps if self.decay_steps is not None else self.steps // 5
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return Path(f"{self.out}.ckpt")
+
+    def loop_settings(self, log_every: int, smoothing: float) -> LoopSettings:
+        return LoopSettings(self.steps, self.eval_every, self.checkpoint_minutes, self.max_minutes,
+                            self.clip_norm, self.progress, log_every, smoothing)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from torch import nn
 
 from clevr_game.errors import InputError
 from clevr_game.text import WordVocabulary, default_word_vocabulary
-from players.loop import LoopSettings, Optimisation, decoupled_optimizer, run_loop
+from players.loop import LoopOptions, Optimisation, decoupled_optimizer, run_loop
 from players.state.checkpoint import (
     PlayerFile,
     from_dict,
@@ -47,7 +47,7 @@ BUCKET_BATCHES = 32
 
 
 @dataclass
-class TrainingOptions:
+class TrainingOptions(LoopOptions):
     player: str
     data: str
     out: str
@@ -82,14 +82,6 @@ class TrainingOptions:
         except KeyError:
             raise InputError(f"--player {self.player!r}: expected one of {', '.join(PLAYER_KINDS)}") from None
 
-    @property
-    def decay(self) -> int:
-        """Steps of the final decay: `decay_steps`, or a fifth of the run."""
-        return self.decay_steps if self.decay_steps is not None else self.steps // 5
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return Path(f"{self.out}.ckpt")
 
 
 @dataclass
@@ -286,8 +278,7 @@ def _train(options: TrainingOptions) -> TrainingResult:
     if options.progress:
         print(f"{options.player}: {parameter_count(model)} parameters, {len(train_tensors)} training questions, "
               f"{len(vocabulary)} words, from step {state.step} of {options.steps}", flush=True)
-    settings = LoopSettings(options.steps, options.eval_every, options.checkpoint_minutes, options.max_minutes,
-                            options.clip_norm, options.progress, log_every=50, smoothing=0.02)
+    settings = options.loop_settings(log_every=50, smoothing=0.02)
     result = run_loop(model, state, settings, loss_at, save, record_evaluation, started=started, writer=writer)
     if writer is not None:
         writer.close()

@@ -69,6 +69,16 @@ def network():
 
 
 @pytest.fixture(scope="module")
+def attack_inputs(tmp_path_factory, network):
+    """An adversary relation-network file and a 24-item dataset folder, for `clevr-game attack`."""
+    root = tmp_path_factory.mktemp("attack_inputs")
+    words = default_word_vocabulary()
+    save_player_file(root / "rn.pt", player_file_from(network, "relation-network", words, list(ANSWERS), {}))
+    generate_dataset(root / "items", 12, 2, seed=4, progress=False)
+    return root / "rn.pt", root / "items"
+
+
+@pytest.fixture(scope="module")
 def words_map():
     words = default_word_vocabulary()
     return word_map(words, words)
@@ -199,14 +209,10 @@ def test_search_adversary_finds_the_fragile_flip_and_certifies_the_oracle(tmp_pa
     assert certificate.candidates == 7 ** 4 - 1
 
 
-def test_attack_command_against_the_oracle(pool, tmp_path, capsys, network):
+def test_attack_command_against_the_oracle(attack_inputs, tmp_path, capsys):
     from clevr_game.cli import main
 
-    weights = tmp_path / "rn.pt"
-    words = default_word_vocabulary()
-    save_player_file(weights, player_file_from(network, "relation-network", words, list(ANSWERS), {}))
-    items = tmp_path / "items"
-    generate_dataset(items, 12, 2, seed=4, progress=False)
+    weights, items = attack_inputs
     run = tmp_path / "run"
     assert main(["attack", "--player", "oracle", "--items", str(items), "--minigame-size", "10",
                  "--minigame", "0", "--seed", "1", "--steps", "512", "--num-envs", "64",
@@ -265,14 +271,10 @@ def test_success_replay_keeps_the_newest_within_capacity():
     assert set(items) <= {2, 3, 4} and all(int(a[0]) == i for a, i in zip(actions, items, strict=True))
 
 
-def test_attack_options_reach_the_trainer(pool, tmp_path, network):
+def test_attack_options_reach_the_trainer(attack_inputs, tmp_path, capsys):
     from clevr_game.cli import main
 
-    weights = tmp_path / "rn.pt"
-    words = default_word_vocabulary()
-    save_player_file(weights, player_file_from(network, "relation-network", words, list(ANSWERS), {}))
-    items = tmp_path / "items"
-    generate_dataset(items, 12, 2, seed=4, progress=False)
+    weights, items = attack_inputs
     run = tmp_path / "run"
     assert main(["attack", "--player", "oracle", "--items", str(items), "--steps", "256", "--num-envs", "64",
                  "--stay-bias", "3.0", "--target-entropy", "-1", "--entropy-coef", "0.02",
@@ -289,3 +291,6 @@ def test_attack_options_reach_the_trainer(pool, tmp_path, network):
     expected = [-0.1 * (1.0 - share) - 0.5 * share for share in history["invalid"]]
     np.testing.assert_allclose(history["reward"], expected, atol=1e-6)
     assert max(history["invalid"]) > 0.0
+    assert main(["attack", "--player", "oracle", "--items", str(items), "--threads", "0",
+                 "--out", str(tmp_path / "bad"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == "clevr-game: error: --threads 0: must be at least 1"

@@ -163,8 +163,8 @@ def parse_manipulation(data: Any, where: str) -> Manipulation:
     )
 
 
-def read_manipulations(path: Path) -> Iterator[Manipulation]:
-    """Every record of a manipulations.jsonl file; InputError names the file and line."""
+def json_lines(path: Path) -> Iterator[tuple[str, Any]]:
+    """(`FILE: line N`, value) for every non-blank line of a JSON-lines file; InputError names the file and line."""
     try:
         handle = path.open(encoding="utf-8")
     except FileNotFoundError:
@@ -175,7 +175,13 @@ def read_manipulations(path: Path) -> Iterator[Manipulation]:
                 continue
             where = f"{path}: line {number}"
             try:
-                data = json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{where}: invalid JSON: {exc.msg}") from None
-            yield parse_manipulation(data, where)
+            yield where, value
+
+
+def read_manipulations(path: Path) -> Iterator[Manipulation]:
+    """Every record of a manipulations.jsonl file; InputError names the file and line."""
+    for where, data in json_lines(path):
+        yield parse_manipulation(data, where)

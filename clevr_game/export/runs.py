@@ -7,7 +7,6 @@ and the run folder.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from clevr_game.export.records import (
     MANIPULATIONS_FILE,
     Manipulation,
     best_manipulations,
+    json_lines,
     read_manipulations,
 )
 from clevr_game.scene import read_json
@@ -35,29 +35,20 @@ def _existing(candidates: list[Path]) -> Path | None:
 
 def _trial_runs(results: Path) -> Iterator[Path]:
     """The run folder of every finished trial in RESULTS/trials.jsonl (failed trials have 'error')."""
-    path = results / TRIALS_FILE
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}: line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: invalid JSON: {exc.msg}") from None
-            if not isinstance(record, dict):
-                raise InputError(f"{where}: expected a JSON object")
-            if "error" in record:
-                continue
-            run = record.get("run")
-            if not isinstance(run, str) or not run:
-                raise InputError(f"{where}: missing field 'run' (the trial's run folder)")
-            given = Path(run)
-            found = given if given.is_absolute() else _existing(
-                [given, results / given, results / "runs" / given.name])
-            if found is None:
-                raise InputError(f"{where}: run folder {run!r} not found")
-            yield found
+    for where, record in json_lines(results / TRIALS_FILE):
+        if not isinstance(record, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        if "error" in record:
+            continue
+        run = record.get("run")
+        if not isinstance(run, str) or not run:
+            raise InputError(f"{where}: missing field 'run' (the trial's run folder)")
+        given = Path(run)
+        found = given if given.is_absolute() else _existing(
+            [given, results / given, results / "runs" / given.name])
+        if found is None:
+            raise InputError(f"{where}: run folder {run!r} not found")
+        yield found
 
 
 def _unfinished(folder: Path) -> InputError:

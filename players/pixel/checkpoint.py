@@ -15,11 +15,16 @@ import torch
 from torch import nn
 
 from clevr_game.errors import InputError
-from clevr_game.text import PAD, UNKNOWN, WordVocabulary
+from clevr_game.text import WordVocabulary
 from players.pixel.images import ImageSpec
 from players.pixel.models import FiLMConfig, FiLMNetwork, PixelRelationNetwork, PixelRNConfig
 from players.pixel.neuro_symbolic import NeuroSymbolicConfig, NeuroSymbolicNetwork
-from players.state.checkpoint import read_torch, write_torch_atomic
+from players.state.checkpoint import (
+    COMMON_FIELDS,
+    check_player_dict,
+    read_torch,
+    write_torch_atomic,
+)
 
 FORMAT = "clevr-game-pixel-player/1"
 
@@ -90,16 +95,10 @@ def to_dict(player_file: PixelPlayerFile) -> dict[str, Any]:
 
 def from_dict(data: Any, source: str) -> PixelPlayerFile:
     """Check a loaded dict; InputError naming the file and the field that is wrong."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"{source}: not a pixel player file (expected format {FORMAT!r})")
-    for key, kind in (("kind", str), ("config", dict), ("state_dict", dict), ("words", list), ("answers", list),
-                      ("program_tokens", list), ("fallback", dict), ("info", dict)):
-        if not isinstance(data.get(key), kind):
-            raise InputError(f"{source}: field {key!r} missing or not a {kind.__name__}")
+    data = check_player_dict(data, source, FORMAT, "pixel player",
+                             COMMON_FIELDS + (("program_tokens", list), ("fallback", dict)))
     if data["kind"] not in PLAYER_KINDS.values():
         raise InputError(f"{source}: unknown model kind {data['kind']!r}")
-    if data["words"][:2] != [PAD, UNKNOWN]:
-        raise InputError(f"{source}: field 'words' must start with {PAD!r}, {UNKNOWN!r}")
     if data["kind"] == "neuro-symbolic" and not data["program_tokens"]:
         raise InputError(f"{source}: a neuro-symbolic player file needs 'program_tokens'")
     return PixelPlayerFile(

@@ -15,7 +15,6 @@ from clevr_game.errors import InputError
 from players.pixel.images import ImageSpec, ensure_images
 from players.protocol import Player, Query
 from players.state.evaluation import Evaluation
-from players.state.features import family_name
 
 
 def evaluate_image_player(
@@ -57,13 +56,7 @@ def evaluate_image_player(
             queries.append(Query(f"{q.image_index}:{q.index}", q.text, image_path=str(path),
                                  vocabulary=scene.vocabulary).restricted_to(player.needs))
         for question, answer in zip(chunk, player.answer_batch(queries), strict=True):
-            family = family_name(question)
-            hit = answer.ok and answer.text == str(question.answer).strip().lower()
-            result.correct[family] = result.correct.get(family, 0) + int(hit)
-            result.total[family] = result.total.get(family, 0) + 1
-            if not answer.ok:
-                result.errors += 1
-                result.first_error = result.first_error or answer.error
+            result.record(question, answer)
         bar.update(len(chunk))
     bar.close()
     return result

@@ -18,50 +18,29 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene
+from players.learned import LearnedPlayer
 from players.pixel.checkpoint import PixelPlayerFile, load_player_file
 from players.pixel.images import ImageSpec, load_image
 from players.pixel.neuro_symbolic import NeuroSymbolicNetwork, answer_questions, perceive
 from players.pixel.program_tokens import arities
-from players.protocol import NEED_IMAGE, Answer, Player, Query, checked_answer
-from players.state.checkpoint import shipped_path
+from players.protocol import NEED_IMAGE, Answer, Query, checked_answer
 from players.state.features import MAX_QUESTION_TOKENS
 
 
-class PixelPlayer(Player):
+class PixelPlayer(LearnedPlayer):
     """A pixel-input player backed by one pixel player file."""
 
     needs = frozenset({NEED_IMAGE})
-    kind = ""
-    shipped_file = ""
     default_name = "pixel-player"
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        name: str | None = None,
-        device: str | torch.device = "cpu",
-        batch_size: int = 64,
-    ) -> None:
-        self.path = Path(path) if path is not None else shipped_path(self.shipped_file)
-        self.file: PixelPlayerFile = load_player_file(self.path)
-        if self.kind and self.file.kind != self.kind:
-            raise InputError(f"{self.path}: holds a {self.file.kind!r} model, not a {self.kind!r} one")
-        if batch_size < 1:
-            raise InputError(f"batch_size must be at least 1, got {batch_size}")
-        self.name = name or type(self).default_name
-        self.device = torch.device(device)
-        self.batch_size = batch_size
-        self.model = self.file.build(self.device)
-        self.vocabulary = self.file.vocabulary()
-        self.answers = list(self.file.answers)
+    default_batch_size = 64
+    file: PixelPlayerFile
+    read_file = staticmethod(load_player_file)
 
     @property
     def image_spec(self) -> ImageSpec:

@@ -30,7 +30,7 @@ from torch import nn
 
 from clevr_game.errors import InputError
 from clevr_game.text import WordVocabulary, default_word_vocabulary
-from players.loop import LoopSettings, Optimisation, decoupled_optimizer, run_loop
+from players.loop import LoopOptions, Optimisation, decoupled_optimizer, run_loop
 from players.pixel.checkpoint import (
     PLAYER_KINDS,
     PixelPlayerFile,
@@ -51,7 +51,7 @@ from players.training import BatchSchedule, FamilyScores
 
 
 @dataclass
-class PixelTrainingOptions:
+class PixelTrainingOptions(LoopOptions):
     player: str
     data: str
     out: str
@@ -102,13 +102,6 @@ class PixelTrainingOptions:
             raise InputError(f"--device {self.device!r}: no CUDA device on this machine")
         return device
 
-    @property
-    def decay(self) -> int:
-        return self.decay_steps if self.decay_steps is not None else self.steps // 5
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return Path(f"{self.out}.ckpt")
 
 
 @dataclass
@@ -328,8 +321,7 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
         print(f"{options.player}: {sum(p.numel() for p in model.parameters())} parameters, "
               f"{len(train_data)} questions on {train_data.images.shape[0]} images ({spec.label}), "
               f"from step {state.step} of {options.steps}; majority answer {baseline}", flush=True)
-    settings = LoopSettings(options.steps, options.eval_every, options.checkpoint_minutes, options.max_minutes,
-                            options.clip_norm, options.progress, log_every=20, smoothing=0.05)
+    settings = options.loop_settings(log_every=20, smoothing=0.05)
     result = run_loop(model, state, settings, lambda step: task.loss(train_data, schedule.indices(step)),
                       save, record_evaluation, started=started, writer=writer)
     if writer is not None:

@@ -62,16 +62,28 @@ def to_dict(player_file: PlayerFile) -> dict[str, Any]:
     }
 
 
-def from_dict(data: Any, source: str) -> PlayerFile:
-    """Check a loaded dict; InputError naming the file and the field that is wrong."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"{source}: not a state player file (expected format {FORMAT!r})")
-    for key, kind in (("kind", str), ("config", dict), ("state_dict", dict), ("words", list),
-                      ("answers", list), ("info", dict)):
+COMMON_FIELDS: tuple[tuple[str, type], ...] = (
+    ("kind", str), ("config", dict), ("state_dict", dict), ("words", list), ("answers", list), ("info", dict),
+)
+"""Fields every player file has, state or pixel, with their types."""
+
+
+def check_player_dict(data: Any, source: str, file_format: str, what: str,
+                      fields: tuple[tuple[str, type], ...] = COMMON_FIELDS) -> dict[str, Any]:
+    """`data` as a player file dict of `file_format`; InputError naming the file and the field that is wrong."""
+    if not isinstance(data, dict) or data.get("format") != file_format:
+        raise InputError(f"{source}: not a {what} file (expected format {file_format!r})")
+    for key, kind in fields:
         if not isinstance(data.get(key), kind):
             raise InputError(f"{source}: field {key!r} missing or not a {kind.__name__}")
     if data["words"][:2] != [PAD, UNKNOWN]:
         raise InputError(f"{source}: field 'words' must start with {PAD!r}, {UNKNOWN!r}")
+    return data
+
+
+def from_dict(data: Any, source: str) -> PlayerFile:
+    """Check a loaded dict; InputError naming the file and the field that is wrong."""
+    data = check_player_dict(data, source, FORMAT, "state player")
     return PlayerFile(data["kind"], data["config"], data["state_dict"], data["words"], data["answers"], data["info"])
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from clevr_game.dataset import dataset_files, load_dataset
+from clevr_game.dataset import Question, dataset_files, load_dataset
 from clevr_game.errors import InputError
-from players.protocol import Player, Query
+from players.protocol import Answer, Player, Query
 from players.state.features import family_name
 
 
@@ -27,6 +27,16 @@ class Evaluation:
     def accuracy(self) -> float:
         total = sum(self.total.values())
         return sum(self.correct.values()) / total if total else 0.0
+
+    def record(self, question: Question, answer: Answer) -> None:
+        """Score one answer against its question's; an error answer is wrong and counted apart."""
+        family = family_name(question)
+        hit = answer.ok and answer.text == str(question.answer).strip().lower()
+        self.correct[family] = self.correct.get(family, 0) + int(hit)
+        self.total[family] = self.total.get(family, 0) + 1
+        if not answer.ok:
+            self.errors += 1
+            self.first_error = self.first_error or answer.error
 
     def family_accuracy(self) -> dict[str, float]:
         return {f: self.correct[f] / self.total[f] for f in sorted(self.total)}
@@ -71,13 +81,7 @@ def evaluate_player(
         for question, answer in zip(chunk, player.answer_batch(queries), strict=True):
             if question.answer is None:
                 raise InputError(f"{questions_path.name}: question {question.index}: no answer to score against")
-            family = family_name(question)
-            hit = answer.ok and answer.text == question.answer.strip().lower()
-            result.correct[family] = result.correct.get(family, 0) + int(hit)
-            result.total[family] = result.total.get(family, 0) + 1
-            if not answer.ok:
-                result.errors += 1
-                result.first_error = result.first_error or answer.error
+            result.record(question, answer)
         bar.update(len(chunk))
     bar.close()
     return result

@@ -10,47 +10,27 @@ answer vocabulary (a CLEVR scene is never answered `cone`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from clevr_game.errors import InputError
-from players.protocol import NEED_SCENE, Answer, Player, Query, checked_answer
-from players.state.checkpoint import PlayerFile, load_player_file, shipped_path
+from players.learned import LearnedPlayer
+from players.protocol import NEED_SCENE, Answer, Query, checked_answer
+from players.state.checkpoint import PlayerFile, load_player_file
 from players.state.features import MAX_OBJECTS, MAX_QUESTION_TOKENS, scene_features
 from players.state.models import StateBatch
 
 
-class StatePlayer(Player):
+class StatePlayer(LearnedPlayer):
     """A state-input player backed by one player file."""
 
     needs = frozenset({NEED_SCENE})
-    kind = ""
-    shipped_file = ""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        name: str | None = None,
-        device: str | torch.device = "cpu",
-        batch_size: int = 512,
-    ) -> None:
-        self.path = Path(path) if path is not None else shipped_path(self.shipped_file)
-        self.file: PlayerFile = load_player_file(self.path)
-        if self.kind and self.file.kind != self.kind:
-            raise InputError(f"{self.path}: holds a {self.file.kind!r} model, not a {self.kind!r} one")
-        self.name = name or type(self).default_name
-        self.device = torch.device(device)
-        self.batch_size = batch_size
-        self.model = self.file.build(self.device)
-        self.vocabulary = self.file.vocabulary()
-        self.answers = list(self.file.answers)
-
     default_name = "state-player"
+    default_batch_size = 512
+    file: PlayerFile
+    read_file = staticmethod(load_player_file)
 
     def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
         answers: list[Answer | None] = [None] * len(queries)
