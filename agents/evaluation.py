@@ -3,7 +3,9 @@
 The final adversary makes one move per item, `samples` times over (its policy
 sampled, with fresh head assignments). Consistency is the share of items whose
 answer one such move changed with a valid scene, averaged over the samples; drop
-the share answered right before and wrong after. The random adversary is
+the share answered right before and wrong after. A move the player failed to
+answer (an error answer) is neither: it is left out of both shares and counted in
+`player_errors`; an item none of whose moves got an answer is left out of the means. The random adversary is
 measured with the same number of samples on the same items. Per item, `changed`
 and `dropped` also say whether any sample did, and the best manipulation is kept.
 """
@@ -34,6 +36,7 @@ class ItemResult:
     best: Outcome | None
     changed_share: float = 0.0
     dropped_share: float = 0.0
+    player_errors: int = 0
     valid_moves: list[Outcome] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
@@ -48,8 +51,14 @@ class ItemResult:
             "item_id": self.item_id, "true_answer": self.true_answer, "old_answer": self.old_answer,
             "tries": self.tries, "valid": self.valid, "changed": self.changed, "dropped": self.dropped,
             "changed_share": self.changed_share, "dropped_share": self.dropped_share,
+            "player_errors": self.player_errors,
             "best_manipulation": best,
         }
+
+    @property
+    def counted(self) -> int:
+        """Moves whose outcome counts: the player answered (or the scene was invalid)."""
+        return self.tries - self.player_errors
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,13 @@ class Scores:
     drop: float
     invalid: float
     clean_accuracy: float
+    player_errors: int = 0
+    items_counted: int = 0
 
     def to_json(self) -> dict:
         return {"consistency": self.consistency, "drop": self.drop, "invalid": self.invalid,
-                "clean_accuracy": self.clean_accuracy}
+                "clean_accuracy": self.clean_accuracy, "eval_player_errors": self.player_errors,
+                "items_counted": self.items_counted}
 
 
 def _better(candidate: Outcome, best: Outcome | None) -> bool:
@@ -86,24 +98,31 @@ def evaluate(
         for outcome in mine:
             if outcome.valid and _better(outcome, best):
                 best = outcome
+        errors = sum(not o.counted for o in mine)
+        counted = samples - errors
         results.append(ItemResult(
             item.item_id, item.answer, mine[0].old_answer, samples, sum(o.valid for o in mine),
             any(o.changed for o in mine), any(o.dropped for o in mine), best,
-            changed_share=sum(o.changed for o in mine) / samples,
-            dropped_share=sum(o.dropped for o in mine) / samples,
-            valid_moves=[o for o in mine if o.valid and o.moves],
+            changed_share=sum(o.changed for o in mine) / counted if counted else 0.0,
+            dropped_share=sum(o.dropped for o in mine) / counted if counted else 0.0,
+            player_errors=errors,
+            valid_moves=[o for o in mine if o.valid and o.moves and o.counted],
         ))
     return results
 
 
 def scores(results: list[ItemResult]) -> Scores:
-    n = len(results) or 1
+    """Means over the items with at least one counted move; invalid share over every move."""
+    counted = [r for r in results if r.counted]
+    n = len(counted) or 1
     tries = sum(r.tries for r in results) or 1
     return Scores(
-        consistency=sum(r.changed_share for r in results) / n,
-        drop=sum(r.dropped_share for r in results) / n,
+        consistency=sum(r.changed_share for r in counted) / n,
+        drop=sum(r.dropped_share for r in counted) / n,
         invalid=1.0 - sum(r.valid for r in results) / tries,
-        clean_accuracy=sum(r.old_answer == r.true_answer for r in results) / n,
+        clean_accuracy=sum(r.old_answer == r.true_answer for r in results) / (len(results) or 1),
+        player_errors=sum(r.player_errors for r in results),
+        items_counted=len(counted),
     )
 
 

@@ -170,7 +170,7 @@ def build_report(results: str | os.PathLike[str]) -> tuple[Path, Path]:
 
 
 _HEADER = ["player", "size", "adversary", "consistency (mean, 95% CI)", "max", "p", "drop (mean, 95% CI)",
-           "max", "p", "drop p vs random", "clean acc.", "trials"]
+           "max", "p", "drop p vs random", "clean acc.", "player errors", "trials"]
 
 
 def _cells(row: dict) -> list[str]:
@@ -178,7 +178,20 @@ def _cells(row: dict) -> list[str]:
     return [row["player"], str(row["size"]), row["adversary"], _fmt(c), f"{c['max_over_minigames']:.3f}",
             _p(c["p_value"]), _fmt(d), f"{d['max_over_minigames']:.3f}", _p(d["p_value"]),
             _p(row["drop_p_vs_random"]) if "drop_p_vs_random" in row else "",
-            f"{row['clean_accuracy']:.3f}", str(row["trials"])]
+            f"{row['clean_accuracy']:.3f}", _errors(row), str(row["trials"])]
+
+
+def _errors(row: dict) -> str:
+    queries = row.get("player_queries", 0)
+    if not queries:
+        return "n/a"
+    return f"{row['player_errors']} ({row['player_errors'] / queries:.2%})"
+
+
+def _failed_line(record: dict) -> str:
+    rate = record.get("player_error_rate")
+    counted = f" ({record['player_errors']} of {record['player_queries']} queries failed)" if rate is not None else ""
+    return f"{record['trial']}: {record['error']}{counted}"
 
 
 def _markdown(rows: list[dict], shown: list[dict], failed: list[dict], plots: bool) -> str:
@@ -186,7 +199,10 @@ def _markdown(rows: list[dict], shown: list[dict], failed: list[dict], plots: bo
              "consistency: share of items whose answer one move of the final adversary changed with a valid "
              "scene (averaged over the evaluation samples); drop: share answered right before and wrong after. "
              "Means over mini-games and seeds with bootstrap 95% CIs, "
-             "maximum over mini-games, p-value of a one-sample t-test against 0.", "",
+             "maximum over mini-games, p-value of a one-sample t-test against 0. "
+             "player errors: queries the player failed to answer (crash, time-out, garbage), over all "
+             "queries of the trials; a moved scene whose answer failed is left out of consistency and drop, "
+             "and a trial with more than 5% failed queries (or its --max-error-rate) is failed, below.", "",
              "| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
     lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
     if plots:
@@ -197,7 +213,7 @@ def _markdown(rows: list[dict], shown: list[dict], failed: list[dict], plots: bo
             lines += [f"**{s['player']}**: {s['question']} true: {s['true']}, before: {s['old']}, after: "
                       f"{s['new']} ({s['moves']} object(s) moved)", "", f"![]({s['image']})", ""]
     if failed:
-        lines += ["", "## Failed trials", ""] + [f"- `{r['trial']}`: {r['error']}" for r in failed]
+        lines += ["", "## Failed trials", ""] + [f"- {_failed_line(r)}" for r in failed]
     return "\n".join(lines) + "\n"
 
 
@@ -217,7 +233,7 @@ def _html(rows: list[dict], shown: list[dict], failed: list[dict], plots: bool) 
             parts += [f"<p><b>{esc(s['player'])}</b>: {esc(s['question'])} true: {esc(s['true'])}, before: "
                       f"{esc(str(s['old']))}, after: {esc(str(s['new']))}<br><img src='{esc(s['image'])}'></p>"]
     if failed:
-        parts += ["<h2>Failed trials</h2><ul>"] + [f"<li>{esc(r['trial'])}: {esc(r['error'])}</li>" for r in failed]
+        parts += ["<h2>Failed trials</h2><ul>"] + [f"<li>{esc(_failed_line(r))}</li>" for r in failed]
         parts += ["</ul>"]
     parts += ["</body></html>"]
     return "\n".join(parts)

@@ -16,7 +16,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.trials import Plan, run_trial
+from benchmarks.trials import Plan, run_trial, same_trial
 
 TRIALS_FILE = "trials.jsonl"
 
@@ -49,8 +49,11 @@ def write_trials(results: str | os.PathLike[str], records: dict[str, dict]) -> N
 
 
 def pending_trials(plan: Plan) -> list[dict[str, Any]]:
-    done = {k for k, r in read_trials(plan.out).items() if "error" not in r}
-    return [t for t in plan.trials() if t["trial"] not in done]
+    """Trials with no finished record of the same player, size, mini-game, seed and steps."""
+    records = read_trials(plan.out)
+    return [t for t in plan.trials()
+            if not (t["trial"] in records and "error" not in records[t["trial"]]
+                    and same_trial(records[t["trial"]], t))]
 
 
 def prepare(plan: Plan) -> None:

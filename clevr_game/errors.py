@@ -4,6 +4,14 @@
 class ClevrGameError(Exception):
     """Base of every error meant for the user: the message is one line."""
 
+    exit_status = 2  # the command line's status for it: bad input or usage
+
+
+class RunFailed(ClevrGameError):
+    """The inputs were fine but the run could not give a trustworthy result (a failing player)."""
+
+    exit_status = 1
+
 
 class InputError(ClevrGameError, ValueError):
     """A malformed input file or value; the message names file, item and field."""

@@ -95,6 +95,11 @@ class Outcome:
     extra: dict = field(default_factory=dict)
 
     @property
+    def counted(self) -> bool:
+        """False when the player failed to answer: such a move is neither a success nor a failure."""
+        return self.player_error is None
+
+    @property
     def reason(self) -> str:
         return next((v.reason for v in self.verdicts if not v.ok), "")
 
@@ -129,6 +134,7 @@ class Game:
         visibility: Callable[[Scene], list[int]] | None = None,
         renderer: Any = None,
         image_dir: str | None = None,
+        old_answer_attempts: int = 3,
     ):
         self.pool = pool
         self.player = player
@@ -143,7 +149,9 @@ class Game:
         self.boundary = BoundaryEnforcer(visibility)
         self.asp = AspEnforcer(rules)
         self.relevance = RelevanceEnforcer(rules)
-        self._old_answers: dict[int, Answer] = {}
+        self.old_answer_attempts = old_answer_attempts
+        self._old_answers: dict[int, Answer] = {}  # successes, and failures that used up their attempts
+        self._old_attempts: dict[int, int] = {}
         self._facts: dict[int, SceneFacts] = {}
         self._unmoved_verdicts: dict[int, list[Verdict]] = {}  # per item: attributes never move, only relations change
 
@@ -173,13 +181,30 @@ class Game:
         return self.renderer.render_many(scenes, self.image_dir, names=names)
 
     def old_answers(self, indices: Sequence[int]) -> list[Answer]:
-        """The player's answers on the original scenes, asked once per item and cached."""
+        """The player's answers on the original scenes, asked once per item and cached.
+
+        A failed unmoved answer is asked again at once, up to `old_answer_attempts`
+        tries in all; only then does its failure stand for the run, so one transient
+        fault is not repeated on every episode of the item.
+        """
         missing = sorted({int(i) for i in indices} - self._old_answers.keys())
-        if missing:
+        while missing:
             items = [self.pool.items[i] for i in missing]
             answers = self.player.answer_batch(self._queries(items, [it.scene for it in items]))
-            self._old_answers.update(zip(missing, answers, strict=True))
+            for index, answer in zip(missing, answers, strict=True):
+                self._old_attempts[index] = self._old_attempts.get(index, 0) + 1
+                if answer.ok or self._old_attempts[index] >= self.old_answer_attempts:
+                    self._old_answers[index] = answer
+            missing = [i for i in missing if i not in self._old_answers]
         return [self._old_answers[int(i)] for i in indices]
+
+    def adopt_old_answers(self, other: Game) -> None:
+        """Take over `other`'s successful unmoved answers for the items both pools hold."""
+        index_of = {item.item_id: i for i, item in enumerate(self.pool.items)}
+        for j, answer in other._old_answers.items():
+            i = index_of.get(other.pool.items[j].item_id)
+            if i is not None and answer.ok:
+                self._old_answers[i] = answer
 
     # ------------------------------------------------------------------ judging
 
@@ -301,7 +326,9 @@ class Game:
         elif changed:
             reward = r.cr
         else:
-            reward = r.fr  # unchanged, or the player failed to answer: nothing was learned
+            # Unchanged, or the player failed to answer: no reward above "nothing changed",
+            # so an adversary never learns to make the player fail instead of flip.
+            reward = r.fr
         return Outcome(
             item.item_id, valid, verdicts, item.answer, old.text, new.text if new is not None else None,
             reward, moves, scene, error, bool(changed), bool(dropped),

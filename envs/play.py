@@ -23,12 +23,17 @@ class Summary:
     first_error: str | None = None
 
     @property
+    def counted(self) -> int:
+        """Episodes the player answered: one whose answer failed is neither a flip nor a hold."""
+        return self.episodes - self.player_errors
+
+    @property
     def consistency(self) -> float:
-        return self.changed / self.episodes if self.episodes else 0.0
+        return self.changed / self.counted if self.counted else 0.0
 
     @property
     def drop(self) -> float:
-        return self.dropped / self.episodes if self.episodes else 0.0
+        return self.dropped / self.counted if self.counted else 0.0
 
     @property
     def invalid_share(self) -> float:

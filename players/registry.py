@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from clevr_game.errors import InputError
+from players.guard import DEFAULT_FAILURE_WINDOW, DEFAULT_MAX_FAILURES, PlayerGuard
 from players.http_player import HttpPlayer
 from players.oracle import OraclePlayer
 from players.protocol import Player
@@ -59,13 +60,57 @@ def load(name_or_spec: str, **kwargs: Any) -> Player:
         return _player_file(spec[len(PLAYER_FILE_PREFIX):], **kwargs)
     if spec.startswith(HTTP_PREFIXES):
         return HttpPlayer(spec, **kwargs)
-    factory = _FACTORIES.get(spec)
-    if factory is None:
+    check_spec(spec)
+    return _FACTORIES[spec](**kwargs)
+
+
+def is_external(spec: str) -> bool:
+    """True for players that run outside this process (subprocess, http): they can hang."""
+    spec = spec.strip()
+    return spec.startswith(SUBPROCESS_PREFIX) or spec.startswith(HTTP_PREFIXES) or spec == "majority"
+
+
+def check_spec(name_or_spec: str) -> None:
+    """InputError (one line) for a spec `load` would refuse, without starting the player."""
+    spec = name_or_spec.strip()
+    if spec.startswith(SUBPROCESS_PREFIX):
+        try:
+            command = shlex.split(spec[len(SUBPROCESS_PREFIX):])
+        except ValueError as exc:
+            raise InputError(f"player spec {name_or_spec!r}: {exc}") from None
+        if not command:
+            raise InputError(f"player spec {name_or_spec!r}: no command after '{SUBPROCESS_PREFIX}'")
+        return
+    if spec.startswith(PLAYER_FILE_PREFIX):
+        path = spec[len(PLAYER_FILE_PREFIX):]
+        if not path.strip() or not Path(path).is_file():
+            raise InputError(f"player spec {name_or_spec!r}: no player file at {path!r}")
+        return
+    if spec.startswith(HTTP_PREFIXES):
+        return
+    if spec not in _FACTORIES:
         raise InputError(
             f"unknown player {name_or_spec!r} (expected one of {', '.join(available())}, "
-            f"'{SUBPROCESS_PREFIX}<command line>' or an http:// URL)"
+            f"'{SUBPROCESS_PREFIX}<command line>', '{PLAYER_FILE_PREFIX}PATH' or an http:// URL)"
         )
-    return factory(**kwargs)
+
+
+def load_guarded(
+    name_or_spec: str,
+    *,
+    timeout_s: float | None = None,
+    max_failures: int | None = DEFAULT_MAX_FAILURES,
+    window: int = DEFAULT_FAILURE_WINDOW,
+    **kwargs: Any,
+) -> PlayerGuard:
+    """`load`, with failures counted and a limit on them (see players.guard).
+
+    `timeout_s` bounds each answer of an external player (subprocess or http);
+    in-process players take no time-out.
+    """
+    if timeout_s is not None and is_external(name_or_spec):
+        kwargs["timeout_s"] = timeout_s
+    return PlayerGuard(load(name_or_spec, **kwargs), max_failures=max_failures, window=window)
 
 
 def _majority_example(**kwargs: Any) -> Player:
