@@ -45,6 +45,16 @@ class A2CConfig:
     # A fixed coefficient either collapses the policy onto `stay` (every move risks isr) or
     # spreads it over moves of every object at once (almost always invalid).
     target_entropy: float | None = 0.3
+    # The target moves linearly from target_entropy to this over training (None: it stays put):
+    # exploration early, the learned moves kept late.
+    target_entropy_final: float | None = None
+    # Upper bound on the adaptive coefficient: without it, a policy that has learned to stay is
+    # pushed back into (mostly invalid) moves by an ever-growing bonus.
+    max_entropy_coef: float | None = None
+    # Keep the policy of the best window of updates (mean training reward over best_window
+    # updates: on-policy, so no extra player queries) and evaluate that one, not the last.
+    keep_best: bool = False
+    best_window: int = 20
     value_coef: float = 0.5
     # Self-imitation (Oh et al. 2018): moves that changed an answer are kept and replayed while
     # their return beats the critic, so a rare flip is learned rather than drowned in noise.
@@ -156,6 +166,7 @@ class A2CTrainer:
         self.env.reset(seed=config.seed)
         self.generator = torch.Generator().manual_seed(config.seed)
         self.replay = SuccessReplay(config.self_imitation_capacity)
+        self.best: dict | None = None  # {"reward", "update", "adversary", "features"}
         if self.checkpoint is not None and self.checkpoint.is_file():
             self._restore()
 
@@ -171,7 +182,7 @@ class A2CTrainer:
             "coef_optimizer": self.coef_optimizer.state_dict(),
             "features": [p.detach().clone() for p in self.cache.parameters()],
             "torch_rng": self.generator.get_state(), "env": self.env.get_state(),
-            "history": asdict(self.history), "replay": self.replay.state(),
+            "history": asdict(self.history), "replay": self.replay.state(), "best": self.best,
         }
 
     def _restore(self) -> None:
@@ -191,6 +202,7 @@ class A2CTrainer:
         self.env.set_state(state["env"])
         self.history = History(**state["history"])
         self.replay.load(state["replay"])
+        self.best = state.get("best")
 
     def save(self) -> None:
         if self.checkpoint is not None:
@@ -236,10 +248,13 @@ class A2CTrainer:
         self.optimizer.step()
         per_dimension = entropy.detach() / (2.0 * present.sum(-1).mean()).clamp(min=1.0)
         if cfg.target_entropy is not None:
-            coef_loss = self.log_entropy_coef * (per_dimension - cfg.target_entropy)
+            coef_loss = self.log_entropy_coef * (per_dimension - self.current_target_entropy)
             self.coef_optimizer.zero_grad(set_to_none=True)
             coef_loss.backward()
             self.coef_optimizer.step()
+            if cfg.max_entropy_coef is not None:
+                with torch.no_grad():
+                    self.log_entropy_coef.clamp_(max=float(np.log(cfg.max_entropy_coef)))
         self.update += 1
         final = infos["final_info"]
         metrics = {
@@ -254,9 +269,41 @@ class A2CTrainer:
         h.reward.append(metrics["reward"])
         h.invalid.append(metrics["invalid"])
         h.changed.append(metrics["changed"])
+        if cfg.keep_best:
+            self._remember_if_best()
         if self.log is not None:
             self.log(steps, metrics)
         return metrics
+
+    @property
+    def current_target_entropy(self) -> float:
+        cfg = self.config
+        if cfg.target_entropy_final is None:
+            return float(cfg.target_entropy)
+        done = min(1.0, self.update / self.total_updates)
+        return float(cfg.target_entropy + done * (cfg.target_entropy_final - cfg.target_entropy))
+
+    def _remember_if_best(self) -> None:
+        window = self.config.best_window
+        if len(self.history.reward) < window:
+            return
+        reward = float(np.mean(self.history.reward[-window:]))
+        if self.best is None or reward > self.best["reward"]:
+            self.best = {
+                "reward": reward, "update": self.update,
+                "adversary": {k: v.detach().clone() for k, v in self.adversary.state_dict().items()},
+                "features": [p.detach().clone() for p in self.cache.parameters()],
+            }
+
+    def use_best(self) -> int:
+        """Load the kept best policy (when keep_best found one); returns the update it was taken at."""
+        if self.best is None:
+            return self.update
+        self.adversary.load_state_dict(self.best["adversary"])
+        with torch.no_grad():
+            for param, saved in zip(self.cache.parameters(), self.best["features"], strict=True):
+                param.copy_(saved)
+        return int(self.best["update"])
 
     def train(self, progress: Callable[[int], None] | None = None) -> History:
         while self.update < self.total_updates:

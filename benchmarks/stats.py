@@ -84,6 +84,9 @@ def _row(player: str, size: int, adversary: str, group: list[dict], key_c: str, 
         "consistency": summarise(consistency).to_json(), "drop": summarise(drop).to_json(),
         "clean_accuracy": float(np.mean([r["clean_accuracy"] for r in group])),
         "trials": len(group),
+        # Older records hold no count: they are read as no errors only because none was seen.
+        "player_errors": int(sum(r.get("player_errors", 0) for r in group)),
+        "player_queries": int(sum(r.get("player_queries", 0) for r in group)),
     }
 
 

@@ -35,6 +35,7 @@ class Plan:
     player_timeout: float | None = None
     max_player_failures: int | None = DEFAULT_MAX_FAILURES
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    check_visibility: bool | None = None
 
     def manifest(self, size: int) -> Path:
         return Path(self.out) / "minigames" / f"size_{size}.json"
@@ -56,6 +57,7 @@ class Plan:
                             "player_timeout": self.player_timeout,
                             "max_player_failures": self.max_player_failures,
                             "max_error_rate": self.max_error_rate,
+                            "check_visibility": self.check_visibility,
                             # The search baseline is deterministic per mini-game: run it with the first seed.
                             "search_budget": self.search_budget if seed == 0 else 0,
                         })
@@ -117,11 +119,12 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         player_timeout=trial.get("player_timeout"),
         max_player_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
         max_error_rate=trial.get("max_error_rate", DEFAULT_MAX_ERROR_RATE),
+        check_visibility=trial.get("check_visibility"),
     ))
     record = {
         "player_queries": result["player_queries"], "player_errors": result["player_errors"],
         "player_error_rate": result["player_error_rate"], "first_player_error": result["first_player_error"],
-        "items_left_out": result["items_left_out"],
+        "items_left_out": result["items_left_out"], "visibility_checked": result["visibility_checked"],
         "consistency": result["consistency"], "drop": result["drop"], "invalid": result["invalid"],
         "clean_accuracy": result["clean_accuracy"], "random_consistency": result["random_consistency"],
         "random_drop": result["random_drop"],
@@ -148,7 +151,7 @@ def _search(trial: dict[str, Any]) -> dict[str, float]:
     pool = ItemPool([items[i] for i in chosen])
     with load_guarded(trial["player"], timeout_s=trial.get("player_timeout"),
                       max_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES)) as player:
-        game = Game(pool, player)
+        game = Game(pool, player, check_visibility=trial.get("check_visibility"))
         search = SearchAdversary(game, budget=trial["search_budget"], strategy="greedy", seed=trial["seed"])
         try:
             results = [search.attack(i) for i in range(len(pool))]

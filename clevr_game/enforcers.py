@@ -74,6 +74,36 @@ class BoundaryEnforcer:
         return Verdict(self.name, True)
 
 
+PixelCounter = Callable[[Sequence[Scene]], list[list[int]]]
+"""Given scenes, the visible pixels of each object in each (an object-index render)."""
+
+
+class VisibilityEnforcer:
+    """Every object keeps at least `min_pixels` visible pixels, as CLEVR requires of its images.
+
+    Judged for whole batches, since each scene costs a render: the game asks it
+    last, for the scenes every cheaper referee accepted.
+    """
+
+    name = "visibility"
+
+    def __init__(self, count_pixels: PixelCounter, min_pixels: float):
+        self.count_pixels = count_pixels
+        self.min_pixels = min_pixels
+
+    def judge_many(self, scenes: Sequence[Scene]) -> list[Verdict]:
+        verdicts = []
+        for scene, counts in zip(scenes, self.count_pixels(scenes), strict=True):
+            hidden = next((i for i, count in enumerate(counts) if count < self.min_pixels), None)
+            if hidden is None:
+                verdicts.append(Verdict(self.name, True))
+            else:
+                verdicts.append(Verdict(self.name, False, (
+                    f"object {hidden} ({scene.objects[hidden].describe()}) is hidden: {counts[hidden]} pixels "
+                    f"(at least {self.min_pixels:g} must show)")))
+        return verdicts
+
+
 class AspEnforcer:
     """An item's environment must still hold; regions follow from the new coordinates."""
 

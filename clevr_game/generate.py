@@ -7,7 +7,8 @@ the same seed gives byte-identical files.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -87,13 +88,19 @@ def generate_scenes(
     max_objects: int = MAX_OBJECTS,
     vocabulary: Vocabulary = CLEVR,
     split: str = "new",
+    hidden_objects: Callable[[Scene], list[int]] | None = None,
 ) -> Iterator[Scene]:
+    """Random valid scenes; with `hidden_objects` (a renderer's), a scene hiding an object is drawn again,
+    as CLEVR's generator does."""
     if not 1 <= min_objects <= max_objects:
         raise InputError(f"--min-objects {min_objects} / --max-objects {max_objects}: need 1 <= min <= max")
     rng = np.random.default_rng(seed)
     for index in range(num_scenes):
         n = int(rng.integers(min_objects, max_objects + 1))
-        yield generate_scene(rng, n, vocabulary=vocabulary, image_index=index, split=split)
+        scene = generate_scene(rng, n, vocabulary=vocabulary, image_index=index, split=split)
+        while hidden_objects is not None and hidden_objects(scene):
+            scene = generate_scene(rng, n, vocabulary=vocabulary, image_index=index, split=split)
+        yield scene
 
 
 def dataset_info(split: str, seed: int) -> dict:
@@ -115,30 +122,43 @@ def generate_dataset(
     templates: str | os.PathLike[str] | None = None,
     split: str = "new",
     progress: bool = True,
+    clevr_templates: str | os.PathLike[str] | None = None,
+    check_visibility: bool = False,
 ) -> tuple[Path, Path]:
-    """Write `out_dir/scenes.json` and `out_dir/questions.json` in CLEVR's format."""
+    """Write `out_dir/scenes.json` and `out_dir/questions.json` in CLEVR's format.
+
+    `templates`: `own`, `clevr`, `both` (CLEVR's read from `clevr_templates`) or a
+    template file or folder. `check_visibility`: every object shows at least CLEVR's
+    200 pixels in an object-index render (Blender), for pools that will be rendered.
+    """
     from tqdm import tqdm
 
-    from clevr_game.questions import QuestionGenerator, default_templates, load_templates
+    from clevr_game.questions import QuestionGenerator, choose_templates
 
     if num_scenes < 0 or questions_per_scene < 0:
         raise InputError("--num-scenes and --questions-per-scene must be >= 0")
     out = Path(out_dir)
-    chosen = load_templates(templates) if templates else default_templates()
+    chosen = choose_templates(None if templates is None else str(templates), clevr_templates)
     # Separate streams, so changing the question count leaves the scenes as they were.
     scene_seed, question_seed = np.random.SeedSequence(seed).spawn(2)
     generator = QuestionGenerator(chosen, seed=int(question_seed.generate_state(1)[0]))
     scenes: list[Scene] = []
     questions: list[dict] = []
-    stream = generate_scenes(
-        num_scenes, int(scene_seed.generate_state(1)[0]),
-        min_objects=min_objects, max_objects=max_objects, split=split,
-    )
-    for scene in tqdm(stream, total=num_scenes, desc="scenes", unit="scene", disable=not progress, leave=False):
-        scenes.append(scene)
-        for question in generator.generate(scene, questions_per_scene):
-            question["question_index"] = len(questions)
-            questions.append(question)
+    with ExitStack() as stack:
+        hidden = None
+        if check_visibility:
+            from clevr_game.render import Renderer
+
+            hidden = stack.enter_context(Renderer("fast", workers=1)).hidden_objects
+        stream = generate_scenes(
+            num_scenes, int(scene_seed.generate_state(1)[0]),
+            min_objects=min_objects, max_objects=max_objects, split=split, hidden_objects=hidden,
+        )
+        for scene in tqdm(stream, total=num_scenes, desc="scenes", unit="scene", disable=not progress, leave=False):
+            scenes.append(scene)
+            for question in generator.generate(scene, questions_per_scene):
+                question["question_index"] = len(questions)
+                questions.append(question)
     info = dataset_info(split, seed)
     scenes_path, questions_path = out / "scenes.json", out / "questions.json"
     save_scenes(scenes_path, scenes, info)

@@ -24,6 +24,7 @@ from clevr_game.enforcers import (
     ConstraintRules,
     RelevanceEnforcer,
     Verdict,
+    VisibilityEnforcer,
 )
 from clevr_game.layout import BOUND, judge_batch
 from clevr_game.programs import SceneFacts, compile_scene
@@ -135,6 +136,7 @@ class Game:
         renderer: Any = None,
         image_dir: str | None = None,
         old_answer_attempts: int = 3,
+        check_visibility: bool | None = None,
     ):
         self.pool = pool
         self.player = player
@@ -150,6 +152,10 @@ class Game:
         self.asp = AspEnforcer(rules)
         self.relevance = RelevanceEnforcer(rules)
         self.old_answer_attempts = old_answer_attempts
+        # CLEVR's rule that every object shows at least 200 pixels: on by default for
+        # players that see images, where a hidden object fools a human too.
+        self.check_visibility = NEED_IMAGE in player.needs if check_visibility is None else check_visibility
+        self._visibility: VisibilityEnforcer | None = None
         self._old_answers: dict[int, Answer] = {}  # successes, and failures that used up their attempts
         self._old_attempts: dict[int, int] = {}
         self._facts: dict[int, SceneFacts] = {}
@@ -168,13 +174,25 @@ class Game:
             for item, scene, path in zip(items, scenes, paths, strict=True)
         ]
 
-    def _images(self, scenes: list[Scene]) -> list[Path]:
+    def _renderer(self) -> Any:
         if self.renderer is None:
             from clevr_game.render import Renderer
 
             # A pixel player is shown images as it was trained on them: its preset and size.
             width, height = getattr(self.player, "image_size", (None, None))
             self.renderer = Renderer(getattr(self.player, "render_preset", "fast"), width=width, height=height)
+        return self.renderer
+
+    @property
+    def visibility(self) -> VisibilityEnforcer | None:
+        """The visibility referee (an object-index render per scene), when this game checks it."""
+        if self.check_visibility and self._visibility is None:
+            renderer = self._renderer()
+            self._visibility = VisibilityEnforcer(renderer.visible_pixels_many, renderer.pixel_threshold)
+        return self._visibility
+
+    def _images(self, scenes: list[Scene]) -> list[Path]:
+        self._renderer()
         if self.image_dir is None:
             self.image_dir = tempfile.mkdtemp(prefix="clevr-game-images-")
         names = [f"{self.renderer.image_key(scene)}.png" for scene in scenes]
@@ -281,6 +299,8 @@ class Game:
                 accepted.append((row, index, coords, verdicts, scene))
             else:
                 outcomes[row] = self._finish(item, verdicts, old[row], None, moves_by_row.get(row, []))
+        if accepted and self.visibility is not None:
+            accepted = self._visible(accepted, outcomes, indices, moves_by_row)
         if not accepted:
             return outcomes  # type: ignore[return-value]
 
@@ -304,6 +324,21 @@ class Game:
                 outcomes[row] = self._finish(pool.items[indices[row]], pending.verdicts, old[row], answer,
                                              pending.moves, scene)
         return outcomes  # type: ignore[return-value]
+
+    def _visible(self, accepted: list, outcomes: list, indices: np.ndarray,
+                 moves_by_row: dict[int, list[tuple[int, float, float]]]) -> list:
+        """The accepted moves whose every object stays visible; the others get their verdict."""
+        scenes = [scene if scene is not None else self.pool.items[index].scene.with_coords(coords)
+                  for _, index, coords, _, scene in accepted]
+        kept = []
+        for (row, index, coords, verdicts, _), scene, verdict in zip(
+                accepted, scenes, self.visibility.judge_many(scenes), strict=True):
+            if verdict.ok:
+                kept.append((row, index, coords, [*verdicts, verdict], scene))
+            else:
+                outcomes[row] = self._finish(self.pool.items[index], [*verdicts, verdict],
+                                             self._old_answers[index], None, moves_by_row.get(row, []))
+        return kept
 
     def _finish(
         self,

@@ -45,12 +45,13 @@ class AdversarialVectorEnv(VectorEnv):
         order: str = "random",
         rules: Any = None,
         game: Game | None = None,
+        check_visibility: bool | None = None,
     ):
         pool = items if isinstance(items, ItemPool) else ItemPool(items)
         if order not in ("random", "cycle"):
             raise ValueError(f"unknown order {order!r} (expected random or cycle)")
         self.game = game or Game(pool, player, moves=MoveSpace(mode, step), rewards=rewards or Rewards(),
-                                 rules=rules)
+                                 rules=rules, check_visibility=check_visibility)
         self.num_envs = num_envs
         self.order = order
         self.single_observation_space = observation_space(pool)

@@ -131,3 +131,24 @@ def test_batch_reasons_read_as_the_single_ones():
     for row in range(300):
         single = first_violation(xy[row], radii[row])
         assert verdict.reason(row, names) == (single.reason(names) if single else "")
+
+
+def test_generate_with_both_template_sets_asks_questions_of_each(tmp_path, clevr_templates_dir):
+    from clevr_game.generate import generate_dataset
+    from clevr_game.questions import default_templates
+
+    generate_dataset(tmp_path, 40, 4, seed=1, templates="both", clevr_templates=clevr_templates_dir,
+                     progress=False)
+    questions = json.loads((tmp_path / "questions.json").read_text())["questions"]
+    own = len(default_templates())
+    families = {q["question_family_index"] for q in questions}
+    assert any(f < own for f in families) and any(f >= own for f in families)
+    assert all(q["answer"] is not None for q in questions)
+
+
+def test_generate_with_clevr_templates_needs_their_folder(tmp_path, capsys):
+    from clevr_game.cli import main
+
+    rc = main(["generate", "--num-scenes", "1", "--templates", "clevr", "--out", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "--clevr-templates" in err and "\n" not in err

@@ -9,10 +9,16 @@ from clevr_game.questions.evaluate import Rejected, check_instance
 from clevr_game.questions.expand import expand_program
 from clevr_game.questions.facts import GenerationFacts
 from clevr_game.questions.generator import Instance, QuestionGenerator
-from clevr_game.questions.templates import Template, default_templates, load_templates
+from clevr_game.questions.templates import (
+    TEMPLATE_SETS,
+    Template,
+    choose_templates,
+    default_templates,
+    load_templates,
+)
 from clevr_game.questions.text import load_synonyms
 
 __all__ = [
     "GenerationFacts", "Instance", "QuestionGenerator", "Rejected", "Template", "check_instance",
-    "default_templates", "expand_program", "load_synonyms", "load_templates",
+    "TEMPLATE_SETS", "choose_templates", "default_templates", "expand_program", "load_synonyms", "load_templates",
 ]

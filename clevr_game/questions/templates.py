@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +256,23 @@ DEFAULT_TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "data" / "templates
 def default_templates() -> list[Template]:
     """The project's own templates (clevr_game/data/templates), all nine CLEVR families."""
     return load_templates(DEFAULT_TEMPLATE_DIR)
+
+
+TEMPLATE_SETS = ("own", "clevr", "both")
+"""`own`: the project's templates; `clevr`: CLEVR 1.0's, read from where the user has them; `both`."""
+
+
+def choose_templates(choice: str | None, clevr_dir: str | Path | None = None) -> list[Template]:
+    """Templates by set name (see TEMPLATE_SETS) or by path; `both` numbers CLEVR's families after the own ones."""
+    if choice is None or choice == "own":
+        return default_templates()
+    if choice not in TEMPLATE_SETS:
+        return load_templates(choice)
+    if clevr_dir is None:
+        raise InputError(f"--templates {choice}: give --clevr-templates DIR, the folder of CLEVR 1.0's template "
+                         "files (clevr-dataset-gen/question_generation/CLEVR_1.0_templates); the project does not ship them")
+    clevr = load_templates(clevr_dir)
+    if choice == "clevr":
+        return clevr
+    own = default_templates()
+    return own + [replace(t, family_index=len(own) + t.family_index) for t in clevr]
