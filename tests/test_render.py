@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -165,31 +166,68 @@ def test_objects_updated_in_place_give_the_same_image_as_a_fresh_scene(tmp_path:
 # ------------------------------------------------------------------ workers
 
 
+def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    """Poll for an event; the timeout only bounds a test whose event never comes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {timeout:g} s")
+        time.sleep(0.02)
+
+
+def _dead(pid: int) -> bool:
+    """True once `pid` has exited (a zombie not yet reaped counts)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system time of every thread of `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _kill_once_busy(pid: int, killed_busy: threading.Event, timeout: float = 120.0) -> None:
+    """SIGKILL `pid` as soon as it has used 0.2 s of CPU: an idle worker blocks on its pipe and uses none."""
+    idle = _cpu_seconds(pid)
+    try:
+        _wait_until(lambda: _cpu_seconds(pid) > idle + 0.2, f"worker {pid} to start rendering", timeout)
+        killed_busy.set()
+    except AssertionError:
+        pass  # kill it anyway, so the test fails at once instead of waiting for a whole frame
+    os.kill(pid, signal.SIGKILL)
+
+
 def test_worker_crash_is_reported_and_the_worker_restarted(tmp_path: Path) -> None:
     reports: list[str] = []
     with Renderer("fast", width=32, height=24, use_cache=False, report=reports.append) as renderer:
         renderer.start()
         (pid,) = renderer.worker_pids()
         os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
-        image = renderer.render_array(_four_colours())  # retried on a fresh worker
+        _wait_until(lambda: _dead(pid), f"worker {pid} to die")  # it died idle, before the job was sent
+        image = renderer.render_array(_four_colours())  # the next job goes to a fresh worker
         assert image.shape == (24, 32, 3)
         assert renderer.restarts == 1 and renderer.worker_pids()[0] not in (None, pid)
         assert len(reports) == 1 and "SIGKILL" in reports[0] and "restarting" in reports[0]
 
 
 def test_worker_killed_mid_render_raises_one_line_and_is_restarted(tmp_path: Path) -> None:
-    # A full-size clevr frame takes far longer than a second on a CPU: the kill lands mid-render.
+    # A full-size Cycles frame costs many CPU seconds: a kill as soon as the worker works lands mid-render.
     with Renderer("clevr", use_cache=False, retries=0, device="cpu") as renderer:
         renderer.start()
         (pid,) = renderer.worker_pids()
-        killer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
+        killed_busy = threading.Event()
+        killer = threading.Thread(target=_kill_once_busy, args=(pid, killed_busy))
         killer.start()
         try:
             with pytest.raises(RenderWorkerError) as raised:
                 renderer.render(_four_colours(), tmp_path / "lost.png")
         finally:
-            killer.cancel()
+            killer.join()
+        assert killed_busy.is_set(), "the worker never started working on the job"
         message = str(raised.value)
         assert "\n" not in message
         assert f"render worker 0 (pid {pid}) was killed by SIGKILL while rendering lost.png" in message
@@ -199,8 +237,10 @@ def test_worker_killed_mid_render_raises_one_line_and_is_restarted(tmp_path: Pat
 
 
 def test_worker_past_its_timeout_is_stopped_and_reported(tmp_path: Path) -> None:
-    with Renderer("clevr", use_cache=False, retries=0, device="cpu", job_timeout=0.5) as renderer:
+    with Renderer("fast", width=32, height=24, use_cache=False, retries=0, job_timeout=0.5) as renderer:
         renderer.start()
+        (pid,) = renderer.worker_pids()
+        os.kill(pid, signal.SIGSTOP)  # hung, however fast it would render: the job can only time out
         with pytest.raises(RenderWorkerError, match="took longer than 0.5 s while rendering slow.png"):
             renderer.render(_four_colours(), tmp_path / "slow.png")
         assert renderer.worker_pids() == [None] and renderer.restarts == 1
