@@ -9,15 +9,21 @@ adversary on the same items with the same number of samples.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+import sys
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from clevr_game.errors import ClevrGameError, InputError
-from clevr_game.scene import write_json_atomic
+from clevr_game.scene import read_json, write_json_atomic
 
 RESULT_FILE = "result.json"
 MANIPULATIONS_FILE = "manipulations.jsonl"
+CHECKPOINT_FILE = "checkpoint.pt"
+RUN_OPTIONS_FILE = "options.json"
+RESUME_OPTIONS = ("player", "items", "minigame_size", "minigame", "split_seed", "rewards", "fine_tune",
+                  "adversary_weights", "mode")
+"""What a resumed run must share with the run that began the folder, besides the trainer's config."""
 
 
 @dataclass
@@ -101,10 +107,13 @@ def run_attack(options: AttackOptions) -> dict:
 
     network, word_map = load_adversary_network(options.adversary_weights, pool.words)
     features = LiveFeatures(network, word_map, pool) if options.fine_tune else FeatureCache(network, word_map, pool)
-    config = A2CConfig(steps=options.steps, num_envs=options.num_envs, learning_rate=options.learning_rate,
+    config = A2CConfig(steps=whole_batches(options.steps, options.num_envs), num_envs=options.num_envs,
+                       learning_rate=options.learning_rate,
                        entropy_coef=options.entropy_coef, stay_bias=options.stay_bias,
                        target_entropy=options.target_entropy,
                        seed=options.seed)
+    config = _resumable_config(out, config, options)
+    _report_rounding(options.steps, config)
     with load_player(options.player) as player:
         env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode,
                                    rewards=Rewards(*options.rewards))
@@ -143,6 +152,67 @@ def run_attack(options: AttackOptions) -> dict:
     _write_manipulations(trained, out / MANIPULATIONS_FILE)
     write_json_atomic(out / RESULT_FILE, result)
     return result
+
+
+def whole_batches(steps: int, num_envs: int) -> int:
+    """`steps` rounded up to whole batches: an update steps each of the `num_envs` envs once."""
+    if steps < 1 or num_envs < 1:
+        raise InputError(f"--steps {steps}, --num-envs {num_envs}: both must be at least 1")
+    return -(-steps // num_envs) * num_envs
+
+
+def _report_rounding(requested: int, config: Any) -> None:
+    # On stderr, so the last line of stdout stays `consistency: X drop: Y`.
+    trained = max(1, config.steps // config.num_envs) * config.num_envs  # A2CTrainer.total_updates batches
+    if trained != requested:
+        direction = "up" if trained > requested else "down"
+        print(f"attack: --steps {requested} rounded {direction} to {trained} "
+              f"(whole batches of {config.num_envs} envs x 1 step)", file=sys.stderr)
+
+
+def _flag(name: str) -> str:
+    return "--lr" if name == "learning_rate" else "--" + name.replace("_", "-")
+
+
+def _run_options(options: AttackOptions) -> dict[str, Any]:
+    chosen = {name: getattr(options, name) for name in RESUME_OPTIONS}
+    chosen["items"] = str(Path(options.items).resolve())
+    if options.adversary_weights is not None:
+        chosen["adversary_weights"] = str(Path(options.adversary_weights).resolve())
+    chosen["rewards"] = list(options.rewards)
+    return chosen
+
+
+def _resumable_config(out: Path, config: Any, options: AttackOptions) -> Any:
+    """The trainer's config; InputError when OUT holds a checkpoint written with other options.
+
+    A fresh run records its options in OUT/options.json, so a resume that changes the
+    player, items or mini-game is refused too, not only one that changes the trainer.
+    """
+    import torch
+
+    checkpoint, recorded_path = out / CHECKPOINT_FILE, out / RUN_OPTIONS_FILE
+    if not checkpoint.is_file():
+        write_json_atomic(recorded_path, _run_options(options), indent=2)
+        return config
+    advice = "resume with the same options or choose another folder with --out"
+    try:
+        saved = torch.load(checkpoint, weights_only=False, map_location="cpu")["config"]
+    except Exception as exc:  # any unreadable pickle: the folder is not this run's to resume
+        raise InputError(f"{checkpoint}: not a readable attack checkpoint ({type(exc).__name__}); {advice}") from None
+    if saved.get("steps") == options.steps:  # begun before steps were rounded up: keep its count
+        config = replace(config, steps=options.steps)
+    differences = [f"{_flag(name)} was {saved.get(name)!r}, now {value!r}"
+                   for name, value in asdict(config).items() if saved.get(name) != value]
+    if recorded_path.is_file():
+        recorded = read_json(recorded_path)
+        recorded = recorded if isinstance(recorded, dict) else {}
+        differences += [f"{_flag(name)} was {recorded.get(name)!r}, now {value!r}"
+                        for name, value in _run_options(options).items() if recorded.get(name) != value]
+    if differences:
+        raise InputError(f"{out}: its {CHECKPOINT_FILE} was written with other options "
+                         f"({'; '.join(differences)}); {advice}")
+    return config
 
 
 def _write_manipulations(results: list, path: Path) -> None:

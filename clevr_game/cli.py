@@ -11,6 +11,14 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from clevr_game.cli_types import (
+    finite_float,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    positive_int_list,
+    random_seed,
+)
 from clevr_game.errors import ClevrGameError
 
 Handler = Callable[[argparse.Namespace], int | None]
@@ -47,11 +55,11 @@ def _cmd_answer(args: argparse.Namespace) -> int | None:
 
 def _add_world_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="random valid CLEVR scenes and template questions")
-    p.add_argument("--num-scenes", type=int, default=100)
-    p.add_argument("--questions-per-scene", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--min-objects", type=int, default=3)
-    p.add_argument("--max-objects", type=int, default=10)
+    p.add_argument("--num-scenes", type=non_negative_int, default=100)
+    p.add_argument("--questions-per-scene", type=non_negative_int, default=10)
+    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--min-objects", type=positive_int, default=3)
+    p.add_argument("--max-objects", type=positive_int, default=10)
     p.add_argument("--templates", default=None, help="a template file or folder (CLEVR 1.0 format); default: the project's own")
     p.add_argument("--split", default="new")
     p.add_argument("--out", default="clevr_output")
@@ -90,10 +98,10 @@ def _add_game_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json, or CLEVR-POC items.json)")
     p.add_argument("--player", default="oracle", help="oracle, a registered name, subprocess:<command>, or an http URL")
     p.add_argument("--moves", choices=["random", "stay"], default="random")
-    p.add_argument("--episodes", type=int, default=1000)
+    p.add_argument("--episodes", type=positive_int, default=1000)
     p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=positive_int, default=64)
+    p.add_argument("--seed", type=random_seed, default=0)
     p.set_defaults(handler=_cmd_play)
 
 
@@ -123,22 +131,22 @@ def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("attack", help="train an adversary on one mini-game; last line `consistency: X drop: Y`")
     p.add_argument("--player", required=True)
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json)")
-    p.add_argument("--minigame-size", type=int, default=10)
-    p.add_argument("--minigame", type=int, default=0, help="which mini-game of the split (0-based)")
-    p.add_argument("--split-seed", type=int, default=0, help="seed of the split into mini-games")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=20_000, help="env steps of training")
-    p.add_argument("--num-envs", type=int, default=128)
-    p.add_argument("--eval-samples", type=int, default=32, help="moves per item when evaluating")
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--entropy-coef", type=float, default=0.05, help="starting entropy coefficient")
-    p.add_argument("--stay-bias", type=float, default=4.4,
+    p.add_argument("--minigame-size", type=positive_int, default=10)
+    p.add_argument("--minigame", type=non_negative_int, default=0, help="which mini-game of the split (0-based)")
+    p.add_argument("--split-seed", type=random_seed, default=0, help="seed of the split into mini-games")
+    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--steps", type=positive_int, default=20_000, help="env steps of training")
+    p.add_argument("--num-envs", type=positive_int, default=128)
+    p.add_argument("--eval-samples", type=positive_int, default=32, help="moves per item when evaluating")
+    p.add_argument("--lr", type=non_negative_float, default=5e-4)
+    p.add_argument("--entropy-coef", type=non_negative_float, default=0.05, help="starting entropy coefficient")
+    p.add_argument("--stay-bias", type=finite_float, default=4.4,
                    help="initial logit of `stay` per axis: higher starts with fewer objects moving")
-    p.add_argument("--target-entropy", type=float, default=0.3,
+    p.add_argument("--target-entropy", type=finite_float, default=0.3,
                    help="adapt the entropy coefficient to hold this many nats per action dimension "
                         "(a negative value keeps --entropy-coef fixed)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads")
-    p.add_argument("--rewards", type=float, nargs=4, default=[1.0, 0.1, -0.1, -0.8], metavar=("DR", "CR", "FR", "ISR"),
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads")
+    p.add_argument("--rewards", type=finite_float, nargs=4, default=[1.0, 0.1, -0.1, -0.8], metavar=("DR", "CR", "FR", "ISR"),
                    help="training rewards: right answer broken, other change, nothing changed, invalid scene")
     p.add_argument("--fine-tune", action="store_true", help="train the relation network too (default: frozen)")
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
@@ -177,9 +185,9 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
         players=args.players.split(",") if args.players else list(preset.players),
         items=items,
         sizes=[int(s) for s in args.sizes.split(",")] if args.sizes else list(preset.sizes),
-        minigames=args.minigames or preset.minigames,
-        seeds=args.seeds or preset.seeds,
-        steps=args.steps or preset.steps,
+        minigames=preset.minigames if args.minigames is None else args.minigames,
+        seeds=preset.seeds if args.seeds is None else args.seeds,
+        steps=preset.steps if args.steps is None else args.steps,
         out=str(out),
         eval_samples=preset.eval_samples,
         search_budget=preset.search_budget,
@@ -216,12 +224,12 @@ def _add_benchmark_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", choices=["quick", "paper"], default="quick")
     p.add_argument("--players", default=None, help="comma-separated player names (default: the shipped ones)")
     p.add_argument("--items", default=None, help="item folder (default: a generated pool in OUT/items)")
-    p.add_argument("--sizes", default=None, help="comma-separated mini-game sizes")
-    p.add_argument("--minigames", type=int, default=None, help="mini-games per size")
-    p.add_argument("--seeds", type=int, default=None)
-    p.add_argument("--steps", type=int, default=None, help="training env steps per trial")
+    p.add_argument("--sizes", type=positive_int_list, default=None, help="comma-separated mini-game sizes")
+    p.add_argument("--minigames", type=positive_int, default=None, help="mini-games per size")
+    p.add_argument("--seeds", type=positive_int, default=None)
+    p.add_argument("--steps", type=positive_int, default=None, help="training env steps per trial")
     p.add_argument("--out", default="results")
-    p.add_argument("--workers", type=int, default=2, help="local processes running trials")
+    p.add_argument("--workers", type=positive_int, default=2, help="local processes running trials")
     p.add_argument("--ray", action="store_true", help="run trials as Ray tasks on a local Ray")
     p.add_argument("--ray-address", default=None, help="run trials on this Ray cluster")
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
@@ -283,11 +291,11 @@ def _add_export_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--select", choices=["all", "flips", "drops"], default="flips",
                    help="every valid move, moves that changed the answer, or moves that made a right answer wrong")
     p.add_argument("--render", default=None, metavar="PRESET", help="render images/ with this preset (fast, balanced, clevr)")
-    p.add_argument("--workers", type=int, default=1, help="Blender processes when rendering")
+    p.add_argument("--workers", type=positive_int, default=1, help="Blender processes when rendering")
     p.add_argument("--split", default="adversarial", help="split name in the files and image names")
     p.add_argument("--items", default=None, help="the items folder (default: the one recorded in each run)")
-    p.add_argument("--limit", type=int, default=None, help="keep at most this many questions, drawn with --seed")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=positive_int, default=None, help="keep at most this many questions, drawn with --seed")
+    p.add_argument("--seed", type=random_seed, default=0)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_export)
 
@@ -314,22 +322,22 @@ def _add_adversarial_training_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--items", required=True, help="item pool (CLEVR dataset folder); also the clean fine-tuning data")
     p.add_argument("--out", required=True, help="experiment folder")
     p.add_argument("--heldout", default=None, help="clean held-out dataset (default: generated in OUT/heldout)")
-    p.add_argument("--size", type=int, default=10, help="mini-game size")
-    p.add_argument("--minigames", type=int, default=2,
+    p.add_argument("--size", type=positive_int, default=10, help="mini-game size")
+    p.add_argument("--minigames", type=positive_int, default=2,
                    help="M: mini-games 0..M-1 before, the fresh M..2M-1 after")
-    p.add_argument("--seeds", type=int, default=1)
-    p.add_argument("--steps", type=int, default=20000, help="adversary training env steps per trial")
-    p.add_argument("--finetune-steps", type=int, default=500)
-    p.add_argument("--finetune-batch-size", type=int, default=64)
-    p.add_argument("--finetune-learning-rate", type=float, default=1e-4)
+    p.add_argument("--seeds", type=positive_int, default=1)
+    p.add_argument("--steps", type=positive_int, default=20000, help="adversary training env steps per trial")
+    p.add_argument("--finetune-steps", type=positive_int, default=500)
+    p.add_argument("--finetune-batch-size", type=positive_int, default=64)
+    p.add_argument("--finetune-learning-rate", type=non_negative_float, default=1e-4)
     p.add_argument("--select", choices=["all", "flips", "drops"], default="flips", help="what the export keeps")
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0, help="fine-tuning seed")
-    p.add_argument("--num-envs", type=int, default=128)
-    p.add_argument("--eval-samples", type=int, default=32)
+    p.add_argument("--split-seed", type=random_seed, default=0)
+    p.add_argument("--seed", type=random_seed, default=0, help="fine-tuning seed")
+    p.add_argument("--num-envs", type=positive_int, default=128)
+    p.add_argument("--eval-samples", type=positive_int, default=32)
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
-    p.add_argument("--workers", type=int, default=1, help="local processes running trials")
-    p.add_argument("--threads", type=int, default=1, help="torch threads for fine-tuning")
+    p.add_argument("--workers", type=positive_int, default=1, help="local processes running trials")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads for fine-tuning")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_adversarial_training)
 

@@ -302,6 +302,9 @@ def parse_scene(
     image_index = data.get("image_index")
     if image_index is not None and (isinstance(image_index, bool) or not isinstance(image_index, int)):
         raise InputError(f"{scene_where}: image_index must be an integer, got {image_index!r}")
+    for name in ("image_filename", "split"):  # they become file names when rendered
+        if data.get(name) is not None and not isinstance(data[name], str):
+            raise InputError(f"{scene_where}: {name} must be a string, got {data[name]!r}")
     return Scene(
         objects=objects,
         directions=directions,
@@ -349,12 +352,34 @@ def load_scenes(path: str | os.PathLike[str], vocabulary: Vocabulary | None = No
         scenes = data["scenes"]
         if not isinstance(scenes, list):
             raise InputError(f"{name}: 'scenes' must be a list")
-        return [parse_scene(s, name, i, vocabulary) for i, s in enumerate(scenes)]
+        return _check_scenes([parse_scene(s, name, i, vocabulary) for i, s in enumerate(scenes)], name, True)
     if isinstance(data, list):
-        return [parse_scene(s, name, i, vocabulary) for i, s in enumerate(data)]
+        return _check_scenes([parse_scene(s, name, i, vocabulary) for i, s in enumerate(data)], name, True)
     if isinstance(data, dict) and "objects" in data:
-        return [parse_scene(data, name, None, vocabulary)]
+        return _check_scenes([parse_scene(data, name, None, vocabulary)], name, False)
     raise InputError(f"{name}: expected a CLEVR scenes file (with 'scenes') or a single scene (with 'objects')")
+
+
+def _check_scenes(scenes: list[Scene], name: str, numbered: bool) -> list[Scene]:
+    """Every scene has an object and its own image_index (else later lookups pick one silently).
+
+    A scene without image_index is looked up by its position, as `match_scenes` does.
+    """
+    first_at: dict[int, int] = {}
+    for position, scene in enumerate(scenes):
+        key = scene.image_index if scene.image_index is not None else position
+        if not scene.objects:
+            label = f"scene {position}" if numbered else ""
+            if numbered and scene.image_index is not None and scene.image_index != position:
+                label += f" (image_index {scene.image_index})"
+            raise InputError(f"{located(name, label)}: no objects (a scene needs at least one)")
+        if key in first_at:
+            earlier = scenes[first_at[key]]
+            why = "" if earlier.image_index is not None and scene.image_index is not None else (
+                " (a scene without image_index counts as its position)")
+            raise InputError(f"{name}: scenes {first_at[key]} and {position} both have image_index {key}{why}")
+        first_at[key] = position
+    return scenes
 
 
 def load_scenes_info(path: str | os.PathLike[str]) -> dict[str, Any]:

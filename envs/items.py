@@ -76,6 +76,9 @@ class ItemPool:
                  question_length: int = QUESTION_LENGTH):
         if not items:
             raise InputError("no items to play (the item pool is empty)")
+        for item in items:  # scene loaders reject these; items built in code reach here directly
+            if not item.scene.objects:
+                raise InputError(f"item {item.item_id}: the scene has no objects (an item needs at least one)")
         self.items = items
         self.words = words or default_word_vocabulary()
         count = len(items)

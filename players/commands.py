@@ -10,6 +10,13 @@ import json
 import shlex
 import sys
 
+from clevr_game.cli_types import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    random_seed,
+)
 from clevr_game.errors import InputError
 
 TRAINABLE = ("state-transformer", "state-rn")
@@ -101,20 +108,20 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
     p.add_argument("--out", required=True, help="player file to write; the checkpoint is <out>.ckpt")
     p.add_argument("--eval-data", default=None, help="held-out dataset folder for the learning curve")
-    p.add_argument("--steps", type=int, default=20000, help="total optimiser steps; resume with a larger value to extend the run")
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--learning-rate", type=float, default=1e-3)
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--warmup-steps", type=int, default=500)
-    p.add_argument("--decay-steps", type=int, default=None,
+    p.add_argument("--steps", type=positive_int, default=20000, help="total optimiser steps; resume with a larger value to extend the run")
+    p.add_argument("--batch-size", type=positive_int, default=256)
+    p.add_argument("--learning-rate", type=non_negative_float, default=1e-3)
+    p.add_argument("--weight-decay", type=non_negative_float, default=0.01)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=500)
+    p.add_argument("--decay-steps", type=non_negative_int, default=None,
                    help="final linear learning-rate decay (default: the last fifth of --steps)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-every", type=int, default=1000)
-    p.add_argument("--eval-size", type=int, default=5000, help="held-out questions used for the curve")
-    p.add_argument("--checkpoint-minutes", type=float, default=5.0)
-    p.add_argument("--max-minutes", type=float, default=None, help="checkpoint and stop after this long")
+    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--eval-every", type=positive_int, default=1000)
+    p.add_argument("--eval-size", type=positive_int, default=5000, help="held-out questions used for the curve")
+    p.add_argument("--checkpoint-minutes", type=positive_float, default=5.0)
+    p.add_argument("--max-minutes", type=positive_float, default=None, help="checkpoint and stop after this long")
     p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 128, \"layers\": 4}'")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=positive_int, default=1,
                    help="torch threads (1 is fastest on a busy shared machine)")
     p.add_argument("--log-dir", default=None, help="TensorBoard folder (default <out>.logs; '' for none)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.ckpt")
@@ -125,7 +132,7 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
     p.add_argument("--image-size", default="128x96", help="pixel players: image size, WIDTHxHEIGHT")
-    p.add_argument("--render-workers", type=int, default=2, help="pixel players: Blender workers for missing images")
+    p.add_argument("--render-workers", type=positive_int, default=2, help="pixel players: Blender workers for missing images")
     p.add_argument("--device", default="cpu", help="pixel players: torch device for training (e.g. cuda)")
     p.set_defaults(handler=_cmd_train)
 
@@ -134,9 +141,9 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
     p.add_argument("--weights", default=None, help="a player file instead of the shipped one (state players)")
     p.add_argument("--device", default=None, help="torch device for state players (default cpu)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N questions")
+    p.add_argument("--batch-size", type=positive_int, default=512)
+    p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--render-workers", type=int, default=2, help="pixel players: Blender workers for missing images")
+    p.add_argument("--render-workers", type=positive_int, default=2, help="pixel players: Blender workers for missing images")
     p.set_defaults(handler=_cmd_eval)

@@ -291,6 +291,9 @@ def test_attack_options_reach_the_trainer(attack_inputs, tmp_path, capsys):
     expected = [-0.1 * (1.0 - share) - 0.5 * share for share in history["invalid"]]
     np.testing.assert_allclose(history["reward"], expected, atol=1e-6)
     assert max(history["invalid"]) > 0.0
-    assert main(["attack", "--player", "oracle", "--items", str(items), "--threads", "0",
-                 "--out", str(tmp_path / "bad"), "--no-progress"]) == 2
-    assert capsys.readouterr().err.strip() == "clevr-game: error: --threads 0: must be at least 1"
+    with pytest.raises(SystemExit) as stopped:  # the parser refuses it before any work
+        main(["attack", "--player", "oracle", "--items", str(items), "--threads", "0",
+              "--out", str(tmp_path / "bad"), "--no-progress"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "argument --threads: must be a positive integer, got '0'")

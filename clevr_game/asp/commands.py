@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clevr_game.cli_types import non_negative_int, positive_int, random_seed
 from clevr_game.errors import InputError
 
 if TYPE_CHECKING:
@@ -85,18 +86,18 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     sub = poc.add_subparsers(dest="poc_command", required=True)
 
     p = sub.add_parser("environment", help="one random satisfiable environment (.lp plus English .txt)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--objects", type=int, required=True, help="number of objects, 5..9")
-    p.add_argument("--max-constraints", type=int, default=15)
+    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--objects", type=positive_int, required=True, help="number of objects, 5..9")
+    p.add_argument("--max-constraints", type=positive_int, default=15)
     p.add_argument("--out", required=True, help="ENV.lp (the English sentences go to ENV.txt)")
     p.set_defaults(handler=_cmd_environment)
 
     p = sub.add_parser("generate", help="environments and hidden-object items (items.json)")
-    p.add_argument("--environments", type=int, default=5)
-    p.add_argument("--items", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--min-objects", type=int, default=5)
-    p.add_argument("--max-objects", type=int, default=9)
+    p.add_argument("--environments", type=positive_int, default=5)
+    p.add_argument("--items", type=non_negative_int, default=100)
+    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--min-objects", type=positive_int, default=5)
+    p.add_argument("--max-objects", type=positive_int, default=9)
     p.add_argument("--out", required=True)
     p.set_defaults(handler=_cmd_generate)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clevr_game.errors import InputError
-from clevr_game.vocab import ATTRIBUTES, RELATIONS
+from clevr_game.vocab import ATTRIBUTES, RELATIONS, Vocabulary
 
 PRIMITIVE_FUNCTIONS: frozenset[str] = frozenset(
     ["scene", "unique", "relate", "union", "intersect", "count", "exist",
@@ -87,18 +87,38 @@ def program_to_json(program: Program) -> list[dict[str, Any]]:
     return [node.to_json() for node in program]
 
 
-def validate_values(program: Program, vocabulary_values: dict[str, tuple[str, ...]], where: str = "") -> None:
-    """Check that value inputs of primitive nodes name known values (relations or attribute values)."""
+def _value_kinds(function: str) -> tuple[tuple[str, ...], int]:
+    """What each value input of `function` names (`relation` or an attribute), and how many are required."""
+    if function == "relate":
+        return ("relation",), 1
+    if function.startswith("filter_") and function[7:] in ATTRIBUTES:
+        return (function[7:],), 1
+    if function in TEMPLATE_FUNCTIONS:  # composite side inputs: [relation,] size, color, material, shape
+        relates = function.startswith("relate")
+        return ("relation",) * relates + ATTRIBUTES, int(relates)
+    return (), 0
+
+
+def validate_values(program: Program, vocabulary: Vocabulary, where: str = "") -> None:
+    """Every value input names a relation or a value of `vocabulary`; InputError names the node.
+
+    The executor reads an unknown value as one no object has and answers INVALID, which
+    would score a typo in a question file as the player's mistake. Template composites
+    may leave an attribute "" (any value).
+    """
     for i, node in enumerate(program):
-        at = f"{where}program node {i}"
-        if node.function.startswith("filter_") and node.function[7:] in ATTRIBUTES:
-            attribute = node.function[7:]
-            for v in node.value_inputs:
-                if v not in vocabulary_values[attribute]:
-                    raise InputError(
-                        f"{at}: unknown {attribute} {v!r} (expected one of {', '.join(vocabulary_values[attribute])})"
-                    )
-        elif node.function == "relate":
-            for v in node.value_inputs:
-                if v not in RELATIONS:
-                    raise InputError(f"{at}: unknown relation {v!r} (expected one of {', '.join(RELATIONS)})")
+        kinds, required = _value_kinds(node.function)
+        if not required <= len(node.value_inputs) <= len(kinds):
+            expected = f"{required}" if required == len(kinds) else f"{required} to {len(kinds)}"
+            raise InputError(
+                f"{where}program node {i}: {node.function} takes {expected} value inputs, "
+                f"got {list(node.value_inputs)!r}"
+            )
+        for kind, value in zip(kinds, node.value_inputs, strict=False):  # count checked above
+            allowed = RELATIONS if kind == "relation" else vocabulary.values(kind)
+            if value in allowed or (value == "" and kind != "relation" and node.function in TEMPLATE_FUNCTIONS):
+                continue
+            raise InputError(
+                f"{where}program node {i}: {node.function}: unknown {kind} {value!r} "
+                f"(expected one of {', '.join(allowed)})"
+            )

@@ -9,26 +9,35 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clevr_game.cli_types import positive_float, positive_int
+
+if TYPE_CHECKING:
+    from clevr_game.render.presets import Preset
+    from clevr_game.scene import Scene
 
 
-def _size(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def check_render_inputs(
+    scenes_path: str, preset_name: str, width: int | None = None, height: int | None = None
+) -> tuple[list[Scene], Preset, list[str]]:
+    """Scenes, preset and image names, every input checked before a Blender process starts."""
+    from clevr_game.render.naming import image_names
+    from clevr_game.render.presets import get_preset
+    from clevr_game.scene import load_scenes
+
+    scenes = load_scenes(scenes_path)
+    preset = get_preset(preset_name, width, height)
+    return scenes, preset, image_names(scenes, source=Path(scenes_path).name)
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from clevr_game.render.naming import image_names
-    from clevr_game.render.presets import get_preset
     from clevr_game.render.renderer import Renderer
-    from clevr_game.scene import load_scenes, load_scenes_info, project_to_pixels, save_scenes
+    from clevr_game.scene import load_scenes_info, project_to_pixels, save_scenes
 
-    scenes = load_scenes(args.scenes)
-    preset = get_preset(args.preset, args.width, args.height)
-    names = image_names(scenes)
+    scenes, preset, names = check_render_inputs(args.scenes, args.preset, args.width, args.height)
     out = Path(args.out)
 
     def report(line: str) -> None:
@@ -63,15 +72,15 @@ def add_render_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="folder for the images")
     p.add_argument("--preset", default="balanced", choices=["fast", "balanced", "clevr"],
                    help="fast: Workbench; balanced: Cycles 16 samples + denoise; clevr: Cycles 512 samples, 480x320")
-    p.add_argument("--workers", type=_size, default=1, help="persistent Blender processes rendering in parallel")
-    p.add_argument("--width", type=_size, default=None, help="override the preset's image width")
-    p.add_argument("--height", type=_size, default=None, help="override the preset's image height")
+    p.add_argument("--workers", type=positive_int, default=1, help="persistent Blender processes rendering in parallel")
+    p.add_argument("--width", type=positive_int, default=None, help="override the preset's image width")
+    p.add_argument("--height", type=positive_int, default=None, help="override the preset's image height")
     p.add_argument("--clevr-assets", default=None,
                    help="folder with CLEVR's base_scene.blend, shapes/ and materials/ (default: scene built in code)")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto", help="Cycles compute device")
     p.add_argument("--cache-dir", default=None, help="image cache folder (default ~/.cache/clevr-game/renders)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor fill the image cache")
-    p.add_argument("--timeout", type=float, default=None, help="seconds before a stuck image's worker is restarted")
+    p.add_argument("--timeout", type=positive_float, default=None, help="seconds before a stuck image's worker is restarted")
     p.add_argument("--scenes-out", default=None, help="where to write the scenes with pixel_coords (default OUT/scenes.json)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_render)
