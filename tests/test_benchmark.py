@@ -61,30 +61,81 @@ def test_failing_player_fails_only_its_trials(setup, tmp_path):
     assert "Failed trials" in (tmp_path / "report.md").read_text()
 
 
+# A subprocess player that waits at a gate: while HOLD exists it writes its pid to ARRIVED and blocks;
+# then it answers "yes" to every query. Its first start marks a known point of the benchmark.
+GATE_PLAYER = """
+import json, os, sys, time
+hold, arrived = sys.argv[1], sys.argv[2]
+if os.path.exists(hold):
+    with open(arrived + ".tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.replace(arrived + ".tmp", arrived)
+    while os.path.exists(hold):
+        time.sleep(0.02)
+try:
+    for line in sys.stdin:
+        print(json.dumps({"id": json.loads(line)["id"], "answer": "yes"}), flush=True)
+except BrokenPipeError:
+    pass
+"""
+
+
+def _wait_until(condition, what: str, timeout: float = 300.0) -> None:
+    """Poll for an event; the timeout only bounds a test whose event never comes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {timeout:g} s")
+        time.sleep(0.02)
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
 def test_resume_after_a_kill_loses_and_duplicates_nothing(setup, tmp_path):
-    command = [sys.executable, "-m", "clevr_game.cli", "benchmark", "--players", "oracle",
-               "--items", str(setup / "items"), "--sizes", "10", "--minigames", "2", "--seeds", "3",
-               "--steps", "256", "--workers", "1", "--out", str(tmp_path), "--no-progress",
+    # Trials run in plan order, one at a time: the two oracle trials, then the gated player's two.
+    # The kill lands while the first gated trial waits at the gate, however fast the machine.
+    gate, hold, arrived = tmp_path / "gate.py", tmp_path / "hold", tmp_path / "arrived"
+    gate.write_text(GATE_PLAYER)
+    hold.touch()
+    results = tmp_path / "results"
+    gated = f"subprocess:{sys.executable} {gate} {hold} {arrived}"
+    command = [sys.executable, "-m", "clevr_game.cli", "benchmark", "--players", f"oracle,{gated}",
+               "--items", str(setup / "items"), "--sizes", "10", "--minigames", "2", "--seeds", "1",
+               "--steps", "256", "--workers", "1", "--out", str(results), "--no-progress",
                "--adversary-weights", str(setup / "rn.pt")]
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(read_trials(tmp_path)) < 2:
-        time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    before = read_trials(tmp_path)
-    assert 2 <= len(before) < 6, "the kill must land mid-run"
+    try:
+        _wait_until(lambda: arrived.exists() or process.poll() is not None, "the gated player to start")
+        assert process.poll() is None, f"the benchmark ended before the gate: {process.stderr.read()!r}"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stderr.close()
+        hold.unlink()  # the gated player left behind reads its closed input and ends
+    _wait_until(lambda: _ended(int(arrived.read_text())), "the orphaned gated player to end")
+
+    before = read_trials(results)
+    assert sorted((r["player"], r["minigame"]) for r in before.values()) == [("oracle", 0), ("oracle", 1)]
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    lines = (tmp_path / TRIALS_FILE).read_text().splitlines()
+    lines = (results / TRIALS_FILE).read_text().splitlines()
     ids = [json.loads(line)["trial"] for line in lines]
-    assert len(ids) == len(set(ids)) == 6
-    after = read_trials(tmp_path)
+    assert len(ids) == len(set(ids)) == 4
+    after = read_trials(results)
+    assert all("error" not in record for record in after.values())
     for trial, record in before.items():
         assert after[trial] == record  # finished trials were skipped, not rerun
-    assert f"finished: {6} failed: 0" in result.stdout.replace("trials: 6 finished: 6", "finished: 6")
+    printed = result.stdout.splitlines()
+    ran = [line.split("] ", 1)[1].split(":")[0] for line in printed if line.startswith("[")]
+    assert sorted(ran) == sorted(set(after) - set(before)), printed  # only the two gated trials ran again
+    assert "trials: 4 finished: 4 failed: 0" in printed, printed
 
 
 def test_ray_and_process_pool_give_identical_trials(setup, tmp_path):
