@@ -383,3 +383,16 @@ def test_nan_and_huge_numbers_in_a_scene_are_named(dataset, tmp_path):
     folder = _write(tmp_path / "data", scenes, questions)
     assert _one_line_error(_commands(folder, tmp_path)["answer"]) == (
         "scenes.json: scene 0, object 1: 3d_coords must be a finite number, got nan")
+
+
+def test_fields_that_become_file_names_or_families_must_have_their_type(dataset, tmp_path):
+    scenes, questions = copy.deepcopy(dataset)
+    scenes["scenes"][1]["image_filename"] = 5  # rendering made it a file name: a TypeError there
+    folder = _write(tmp_path / "scenes", scenes, questions)
+    assert _one_line_error(_commands(folder, tmp_path)["render"]) == (
+        "scenes.json: scene 1: image_filename must be a string, got 5")
+    scenes, questions = copy.deepcopy(dataset)
+    questions["questions"][3]["question_family_index"] = {"family": 1}
+    folder = _write(tmp_path / "questions", scenes, questions)
+    assert _one_line_error(_commands(folder, tmp_path)["answer"]) == (
+        "questions.json: question 3: question_family_index must be an integer, got {'family': 1}")
