@@ -14,8 +14,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from clevr_game.errors import ClevrGameError, InputError
+from clevr_game.errors import InputError, RunFailed
 from clevr_game.scene import read_json, write_json_atomic
+from players.guard import (
+    DEFAULT_FAILURE_WINDOW,
+    DEFAULT_MAX_ERROR_RATE,
+    DEFAULT_MAX_FAILURES,
+    FailureCount,
+    PlayerGaveUp,
+)
 
 RESULT_FILE = "result.json"
 MANIPULATIONS_FILE = "manipulations.jsonl"
@@ -43,12 +50,29 @@ class AttackOptions:
     entropy_coef: float = 0.05
     stay_bias: float = 4.4
     target_entropy: float | None = 0.3
+    target_entropy_final: float | None = None
+    max_entropy_coef: float | None = None
+    keep_best: bool = False
+    check_visibility: bool | None = None  # None: on for players that see images (CLEVR's 200-pixel rule)
     rewards: tuple[float, float, float, float] = (1.0, 0.1, -0.1, -0.8)  # dr, cr, fr, isr
     fine_tune: bool = False
     adversary_weights: str | None = None
     mode: str = "displacement"
     progress: bool = True
     threads: int = 1  # the batches are small: one thread beats two, and trials run side by side
+    player_timeout: float | None = None  # seconds per answer of an external player (None: its default)
+    max_player_failures: int | None = DEFAULT_MAX_FAILURES
+    failure_window: int = DEFAULT_FAILURE_WINDOW
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+
+
+class PlayerFailedRun(RunFailed):
+    """The player failed too often for the run's scores to mean anything; carries the count."""
+
+    def __init__(self, message: str, count: FailureCount, result_path: Path | None = None):
+        super().__init__(message)
+        self.count = count
+        self.result_path = result_path
 
 
 def _learning_curve_png(history: Any, path: Path) -> None:
@@ -84,7 +108,7 @@ def run_attack(options: AttackOptions) -> dict:
     from envs.items import ItemPool, load_items
     from envs.minigames import MiniGames, split_minigames
     from envs.vector import AdversarialVectorEnv
-    from players.registry import load as load_player
+    from players.registry import load_guarded
 
     if options.threads < 1:
         raise InputError(f"--threads {options.threads}: must be at least 1")
@@ -105,37 +129,45 @@ def run_attack(options: AttackOptions) -> dict:
     chosen = games.indices(ids, options.minigame)
     pool = ItemPool([items[i] for i in chosen])
 
-    network, word_map = load_adversary_network(options.adversary_weights, pool.words)
-    features = LiveFeatures(network, word_map, pool) if options.fine_tune else FeatureCache(network, word_map, pool)
     config = A2CConfig(steps=whole_batches(options.steps, options.num_envs), num_envs=options.num_envs,
                        learning_rate=options.learning_rate,
                        entropy_coef=options.entropy_coef, stay_bias=options.stay_bias,
                        target_entropy=options.target_entropy,
+                       target_entropy_final=options.target_entropy_final,
+                       max_entropy_coef=options.max_entropy_coef, keep_best=options.keep_best,
                        seed=options.seed)
     config = _resumable_config(out, config, options)
     _report_rounding(options.steps, config)
-    with load_player(options.player) as player:
-        env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode,
-                                   rewards=Rewards(*options.rewards))
-        old = env.game.old_answers(list(range(len(pool))))
-        if all(not a.ok for a in old):  # nothing to attack: fail this run, not the caller's others
-            raise ClevrGameError(f"player {options.player!r} answered none of the {len(old)} items: {old[0].error}")
-        writer = _tensorboard(out / "tb")
-        log = (lambda step, metrics: [writer.add_scalar(f"train/{k}", v, step) for k, v in metrics.items()]) \
-            if writer else None
-        trainer = A2CTrainer(env, features, config, checkpoint=out / "checkpoint.pt", log=log)
-        done = trainer.update * config.num_envs
-        with tqdm(total=trainer.total_updates * config.num_envs, initial=done, desc="attack", unit="step",
-                  disable=not options.progress, leave=False) as bar:
-            history = trainer.train(progress=bar.update)
-        if writer:
-            writer.close()
-        game = env.game
-        everyone = list(range(len(pool)))
-        trained = evaluate(game, everyone, policy_actions(trainer.adversary, features),
-                           options.eval_samples, seed=options.seed + 1)
-        random = evaluate(game, everyone, random_actions(options.seed + 2), options.eval_samples,
-                          seed=options.seed + 1)
+    rewards = Rewards(*options.rewards)
+    with load_guarded(options.player, timeout_s=options.player_timeout, max_failures=options.max_player_failures,
+                      window=options.failure_window) as player:
+        try:
+            env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode, rewards=rewards,
+                                       check_visibility=options.check_visibility)
+            env, left_out = _without_unanswered_items(env, options, rewards)
+            pool = env.pool
+            network, word_map = load_adversary_network(options.adversary_weights, pool.words)
+            features = (LiveFeatures if options.fine_tune else FeatureCache)(network, word_map, pool)
+            writer = _tensorboard(out / "tb")
+            log = (lambda step, metrics: [writer.add_scalar(f"train/{k}", v, step) for k, v in metrics.items()]) \
+                if writer else None
+            trainer = A2CTrainer(env, features, config, checkpoint=out / "checkpoint.pt", log=log)
+            done = trainer.update * config.num_envs
+            with tqdm(total=trainer.total_updates * config.num_envs, initial=done, desc="attack", unit="step",
+                      disable=not options.progress, leave=False) as bar:
+                history = trainer.train(progress=bar.update)
+            evaluated_update = trainer.use_best()
+            if writer:
+                writer.close()
+            game = env.game
+            everyone = list(range(len(pool)))
+            trained = evaluate(game, everyone, policy_actions(trainer.adversary, features),
+                               options.eval_samples, seed=options.seed + 1)
+            random = evaluate(game, everyone, random_actions(options.seed + 2), options.eval_samples,
+                              seed=options.seed + 1)
+        except PlayerGaveUp as exc:
+            raise PlayerFailedRun(str(exc), player.count) from None
+        count = player.count
     trained_scores, random_scores = scores(trained), scores(random)
     _learning_curve_png(history, out / "learning_curve.png")
     result = {
@@ -148,10 +180,44 @@ def run_attack(options: AttackOptions) -> dict:
         "items": [r.to_json() for r in trained],
         "random_items": [{"item_id": r.item_id, "changed": r.changed, "dropped": r.dropped} for r in random],
         "history": asdict(history),
+        "evaluated_update": evaluated_update,
+        "visibility_checked": bool(env.game.check_visibility),
+        **count.to_json(),
+        "items_left_out": len(left_out),
+        "left_out_items": left_out,
     }
+    failure = count.failure(options.max_error_rate)
+    if failure is not None:
+        result["failed"] = failure
     _write_manipulations(trained, out / MANIPULATIONS_FILE)
     write_json_atomic(out / RESULT_FILE, result)
+    if failure is not None:
+        raise PlayerFailedRun(failure, count, out / RESULT_FILE)
     return result
+
+
+def _without_unanswered_items(env: Any, options: AttackOptions, rewards: Any) -> tuple[Any, list[dict]]:
+    """The env on the items whose unmoved scene the player answered (after the game's retries).
+
+    An item whose original answer failed has no answer to change: it is left out of
+    the run and listed, not counted as unchanged.
+    """
+    from envs.items import ItemPool
+    from envs.vector import AdversarialVectorEnv
+
+    old = env.game.old_answers(list(range(len(env.pool))))
+    if all(not a.ok for a in old):  # nothing to attack: fail this run, not the caller's others
+        raise PlayerFailedRun(f"player {options.player!r} answered none of the {len(old)} items: {old[0].error}",
+                              env.game.player.count)
+    left_out = [{"item_id": item.item_id, "error": answer.error}
+                for item, answer in zip(env.pool.items, old, strict=True) if not answer.ok]
+    if not left_out:
+        return env, []
+    kept = ItemPool([item for item, answer in zip(env.pool.items, old, strict=True) if answer.ok])
+    narrowed = AdversarialVectorEnv(kept, env.game.player, options.num_envs, mode=options.mode, rewards=rewards,
+                                    check_visibility=options.check_visibility)
+    narrowed.game.adopt_old_answers(env.game)
+    return narrowed, left_out
 
 
 def whole_batches(steps: int, num_envs: int) -> int:

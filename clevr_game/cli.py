@@ -2,7 +2,8 @@
 
 Each command imports what it needs inside its handler, so `import clevr_game`
 and `clevr-game --help` stay light. A ClevrGameError ends the run with one line
-on stderr and exit status 2.
+on stderr and exit status 2 (bad input or usage) or 1 (a run that could not give
+a trustworthy result, such as a player that kept failing).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from clevr_game.cli_types import (
     positive_int_list,
     random_seed,
 )
-from clevr_game.errors import ClevrGameError
+from clevr_game.errors import ClevrGameError, RunFailed
+from players.guard import add_limit_options, limits_from_args
 
 Handler = Callable[[argparse.Namespace], int | None]
 
@@ -38,6 +40,9 @@ def _cmd_generate(args: argparse.Namespace) -> int | None:
         min_objects=args.min_objects,
         max_objects=args.max_objects,
         templates=args.templates,
+        clevr_templates=args.clevr_templates,
+        check_visibility=args.check_visibility,
+        scenes_file=args.scenes,
         split=args.split,
         progress=not args.no_progress,
     )
@@ -60,7 +65,14 @@ def _add_world_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=random_seed, default=0)
     p.add_argument("--min-objects", type=positive_int, default=3)
     p.add_argument("--max-objects", type=positive_int, default=10)
-    p.add_argument("--templates", default=None, help="a template file or folder (CLEVR 1.0 format); default: the project's own")
+    p.add_argument("--templates", default=None, metavar="own|clevr|both|PATH",
+                   help="question templates: the project's own (default), CLEVR 1.0's, both, or a template file or folder")
+    p.add_argument("--clevr-templates", default=None, metavar="DIR",
+                   help="CLEVR 1.0's template folder, for --templates clevr or both (not shipped with the project)")
+    p.add_argument("--scenes", default=None, metavar="SCENES_JSON",
+                   help="ask the questions about these scenes (a CLEVR scenes file) instead of generating new ones")
+    p.add_argument("--check-visibility", action="store_true",
+                   help="redraw scenes where an object shows fewer than CLEVR's 200 pixels (renders an index pass)")
     p.add_argument("--split", default="new")
     p.add_argument("--out", default="clevr_output")
     p.add_argument("--no-progress", action="store_true")
@@ -79,17 +91,28 @@ def _add_world_commands(sub: argparse._SubParsersAction) -> None:
 def _cmd_play(args: argparse.Namespace) -> int | None:
     from envs.items import ItemPool, load_items
     from envs.play import play_moves, summarise
-    from players.registry import load as load_player
+    from players.guard import PlayerGaveUp
+    from players.registry import check_spec, load_guarded
 
+    limits = limits_from_args(args)
+    check_spec(args.player)
     pool = ItemPool(load_items(args.items))
-    with load_player(args.player) as player:
-        outcomes = play_moves(pool, player, args.episodes, moves=args.moves, seed=args.seed,
-                              batch=args.batch, mode=args.mode)
+    with load_guarded(args.player, **limits) as player:
+        try:
+            outcomes = play_moves(pool, player, args.episodes, moves=args.moves, seed=args.seed,
+                                  batch=args.batch, mode=args.mode)
+        except PlayerGaveUp as exc:
+            raise RunFailed(f"{exc} ({player.count.queries} queries asked)") from None
+        count = player.count
     summary = summarise(outcomes)
-    if summary.player_errors:
-        print(f"player errors: {summary.player_errors} of {summary.episodes} episodes, first: {summary.first_error}")
+    if count.errors:
+        print(f"player errors: {count.errors} of {count.queries} queries, first: {count.first_error}")
     print(f"episodes: {summary.episodes} mean reward: {summary.mean_reward:.4f}")
     print(summary.last_line())
+    failure = count.failure(args.max_error_rate)
+    if failure is not None:
+        print(f"clevr-game: error: play: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -102,6 +125,7 @@ def _add_game_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement")
     p.add_argument("--batch", type=positive_int, default=64)
     p.add_argument("--seed", type=random_seed, default=0)
+    add_limit_options(p)
     p.set_defaults(handler=_cmd_play)
 
 
@@ -110,7 +134,10 @@ def _add_game_commands(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_attack(args: argparse.Namespace) -> int | None:
     from agents.attack import AttackOptions, last_line, run_attack
+    from players.registry import check_spec
 
+    limits = limits_from_args(args)
+    check_spec(args.player)
     options = AttackOptions(
         player=args.player, items=args.items, minigame_size=args.minigame_size, minigame=args.minigame,
         seed=args.seed, steps=args.steps, out=args.out, split_seed=args.split_seed, num_envs=args.num_envs,
@@ -118,9 +145,16 @@ def _cmd_attack(args: argparse.Namespace) -> int | None:
         stay_bias=args.stay_bias, target_entropy=args.target_entropy if args.target_entropy >= 0 else None,
         threads=args.threads, rewards=tuple(args.rewards), fine_tune=args.fine_tune,
         adversary_weights=args.adversary_weights, mode=args.mode,
-        progress=not args.no_progress,
+        progress=not args.no_progress, player_timeout=limits["timeout_s"],
+        max_player_failures=limits["max_failures"], max_error_rate=args.max_error_rate,
+        check_visibility=False if args.no_visibility else None,
     )
     result = run_attack(options)
+    if result["player_errors"]:
+        print(f"player errors: {result['player_errors']} of {result['player_queries']} queries, "
+              f"first: {result['first_player_error']}")
+    if result["items_left_out"]:
+        print(f"items left out (unmoved scene never answered): {result['items_left_out']}")
     print(f"random adversary: consistency: {result['random_consistency']:.4f} drop: {result['random_drop']:.4f}")
     print(f"wrote {args.out}/result.json")
     print(last_line(result))
@@ -153,6 +187,9 @@ def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement")
     p.add_argument("--out", default="runs/attack")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-visibility", action="store_true",
+                   help="do not require every object to stay visible (checked by default for players that see images)")
+    add_limit_options(p)
     p.set_defaults(handler=_cmd_attack)
 
 
@@ -167,8 +204,13 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
     from benchmarks.runner import run_plan
     from benchmarks.trials import Plan
     from clevr_game.errors import InputError
+    from players.registry import check_spec
 
     preset = PRESETS[args.preset]
+    limits = limits_from_args(args)
+    players = args.players.split(",") if args.players else list(preset.players)
+    for spec in players:  # a typo fails now, not as one failed trial per seed hours later
+        check_spec(spec)
     out = Path(args.out)
     items = args.items
     if items is None:  # the embedded default: a generated pool, the same for a given preset
@@ -179,10 +221,11 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
         try:
             dataset_files(items)
         except InputError:
+            # Visibility checked as CLEVR does: the pool's scenes may be rendered for pixel players.
             generate_dataset(items, preset.pool_scenes, preset.pool_questions_per_scene, POOL_SEED,
-                             progress=not args.no_progress)
+                             progress=not args.no_progress, check_visibility=True)
     plan = Plan(
-        players=args.players.split(",") if args.players else list(preset.players),
+        players=players,
         items=items,
         sizes=[int(s) for s in args.sizes.split(",")] if args.sizes else list(preset.sizes),
         minigames=preset.minigames if args.minigames is None else args.minigames,
@@ -192,6 +235,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
         eval_samples=preset.eval_samples,
         search_budget=preset.search_budget,
         adversary_weights=args.adversary_weights,
+        player_timeout=limits["timeout_s"], max_player_failures=limits["max_failures"],
+        max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
     )
     total = len(plan.trials())
     finished = []
@@ -206,9 +251,12 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
                        on_record=report_progress)
     failed = sum("error" in r for r in records.values())
     md, page = build_report(out)
+    if failed:
+        print(f"{failed} trial(s) failed; their errors are in {md} (Failed trials) and {out / 'trials.jsonl'}",
+              file=sys.stderr)
     print(f"trials: {total} finished: {len(records) - failed} failed: {failed}")
     print(f"report: {md} {page}")
-    return 0
+    return 1 if failed else 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int | None:
@@ -234,6 +282,9 @@ def _add_benchmark_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ray-address", default=None, help="run trials on this Ray cluster")
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-visibility", action="store_true",
+                   help="do not require every object to stay visible (checked by default for players that see images)")
+    add_limit_options(p)
     p.set_defaults(handler=_cmd_benchmark)
 
     p = sub.add_parser("report", help="rebuild RESULTS/report.md and report.html from trials.jsonl")
@@ -368,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(args) or 0)
     except ClevrGameError as exc:
         print(f"clevr-game: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
     except KeyboardInterrupt:
         print("clevr-game: interrupted", file=sys.stderr)
         return 130

@@ -19,6 +19,7 @@ from clevr_game.scene import (
     DEFAULT_DIRECTIONS,
     Scene,
     SceneObject,
+    load_scenes,
     project_to_pixels,
     relation_matrices,
     relationships_from_matrices,
@@ -124,12 +125,15 @@ def generate_dataset(
     progress: bool = True,
     clevr_templates: str | os.PathLike[str] | None = None,
     check_visibility: bool = False,
+    scenes_file: str | os.PathLike[str] | None = None,
 ) -> tuple[Path, Path]:
     """Write `out_dir/scenes.json` and `out_dir/questions.json` in CLEVR's format.
 
     `templates`: `own`, `clevr`, `both` (CLEVR's read from `clevr_templates`) or a
     template file or folder. `check_visibility`: every object shows at least CLEVR's
     200 pixels in an object-index render (Blender), for pools that will be rendered.
+    `scenes_file`: ask the questions about these scenes (a CLEVR scenes file, e.g. the
+    real val scenes) instead of generating `num_scenes`; they are written unchanged.
     """
     from tqdm import tqdm
 
@@ -150,10 +154,14 @@ def generate_dataset(
             from clevr_game.render import Renderer
 
             hidden = stack.enter_context(Renderer("fast", workers=1)).hidden_objects
-        stream = generate_scenes(
-            num_scenes, int(scene_seed.generate_state(1)[0]),
-            min_objects=min_objects, max_objects=max_objects, split=split, hidden_objects=hidden,
-        )
+        if scenes_file is not None:
+            given = load_scenes(scenes_file)
+            stream, num_scenes = iter(given), len(given)
+        else:
+            stream = generate_scenes(
+                num_scenes, int(scene_seed.generate_state(1)[0]),
+                min_objects=min_objects, max_objects=max_objects, split=split, hidden_objects=hidden,
+            )
         for scene in tqdm(stream, total=num_scenes, desc="scenes", unit="scene", disable=not progress, leave=False):
             scenes.append(scene)
             for question in generator.generate(scene, questions_per_scene):

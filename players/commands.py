@@ -17,7 +17,8 @@ from clevr_game.cli_types import (
     positive_int,
     random_seed,
 )
-from clevr_game.errors import InputError
+from clevr_game.errors import InputError, RunFailed
+from players.guard import add_limit_options, limits_from_args
 
 TRAINABLE = ("state-transformer", "state-rn")
 PIXEL_TRAINABLE = ("pixel-rn", "film", "neuro-symbolic")  # trained by players.pixel.commands
@@ -71,8 +72,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from players.guard import PlayerGaveUp
     from players.protocol import NEED_IMAGE
-    from players.registry import load
+    from players.registry import load_guarded
     from players.state.evaluation import evaluate_player
 
     kwargs: dict = {}
@@ -84,17 +86,26 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    with load(args.player, **kwargs) as player:
-        if NEED_IMAGE in player.needs:  # a pixel player: queries carry rendered images
-            from players.pixel.evaluation import evaluate_image_player
+    limits = limits_from_args(args)
+    with load_guarded(args.player, **limits, **kwargs) as player:
+        try:
+            if NEED_IMAGE in player.needs:  # a pixel player: queries carry rendered images
+                from players.pixel.evaluation import evaluate_image_player
 
-            result = evaluate_image_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
-                                           render_workers=args.render_workers, progress=not args.no_progress)
-        else:
-            result = evaluate_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
-                                     progress=not args.no_progress)
+                result = evaluate_image_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
+                                               render_workers=args.render_workers, progress=not args.no_progress)
+            else:
+                result = evaluate_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
+                                         progress=not args.no_progress)
+        except PlayerGaveUp as exc:
+            raise RunFailed(str(exc)) from None
+        count = player.count
     for line in result.lines():
         print(line)
+    failure = count.failure(args.max_error_rate)
+    if failure is not None:
+        print(f"clevr-game: error: players eval: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -146,4 +157,5 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--render-workers", type=positive_int, default=2, help="pixel players: Blender workers for missing images")
+    add_limit_options(p)
     p.set_defaults(handler=_cmd_eval)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clevr_game.cli_types import non_negative_int, positive_float, probability
 from clevr_game.errors import InputError, RunFailed
 from players.protocol import Answer, Player, Query
 
@@ -117,21 +118,18 @@ class PlayerGuard(Player):
 
 def add_limit_options(p: argparse.ArgumentParser) -> None:
     """--player-timeout, --max-player-failures, --max-error-rate: how much failure a run tolerates."""
-    p.add_argument("--player-timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--player-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="seconds an external (subprocess or http) player may take per answer (default: its own, 10 s / 30 s)")
-    p.add_argument("--max-player-failures", type=int, default=DEFAULT_MAX_FAILURES, metavar="N",
+    p.add_argument("--max-player-failures", type=non_negative_int, default=DEFAULT_MAX_FAILURES, metavar="N",
                    help=f"give up on the player after N failed answers among its last {DEFAULT_FAILURE_WINDOW} "
                         f"(0: never; default {DEFAULT_MAX_FAILURES})")
-    p.add_argument("--max-error-rate", type=float, default=DEFAULT_MAX_ERROR_RATE, metavar="SHARE",
+    p.add_argument("--max-error-rate", type=probability, default=DEFAULT_MAX_ERROR_RATE, metavar="SHARE",
                    help=f"a run whose share of failed answers is above this fails (default {DEFAULT_MAX_ERROR_RATE})")
 
 
 def limits_from_args(args: argparse.Namespace) -> dict:
     """The checked values of the player-limit options, as keyword arguments of `load_guarded`."""
-    if args.player_timeout is not None and not args.player_timeout > 0:
-        raise InputError(f"--player-timeout {args.player_timeout:g}: must be more than 0 seconds")
-    if not 0 <= args.max_player_failures <= DEFAULT_FAILURE_WINDOW:
-        raise InputError(f"--max-player-failures {args.max_player_failures}: must be 0..{DEFAULT_FAILURE_WINDOW}")
-    if not 0.0 <= args.max_error_rate <= 1.0:
-        raise InputError(f"--max-error-rate {args.max_error_rate:g}: must be between 0 and 1")
+    if args.max_player_failures > DEFAULT_FAILURE_WINDOW:
+        raise InputError(f"--max-player-failures {args.max_player_failures}: at most {DEFAULT_FAILURE_WINDOW}, "
+                         "the window it counts in")
     return {"timeout_s": args.player_timeout, "max_failures": args.max_player_failures or None}

@@ -224,8 +224,9 @@ def _train(options: TrainingOptions) -> TrainingResult:
         vocabulary, answers = initial.vocabulary(), list(initial.answers)
     else:
         answers = list(ANSWERS)
-    # A started model keeps its vocabulary: new words would change its embedding's shape.
-    grow_vocabulary = checkpoint is None and initial is None
+    # A resumed run keeps its vocabulary (its optimiser state has the embedding's shape);
+    # a fresh or --init run learns the data's new words (new rows start as UNKNOWN's).
+    grow_vocabulary = checkpoint is None
     train_tensors, vocabulary = tensorise(options.data, vocabulary, answers, extend_vocabulary=grow_vocabulary)
     if options.extra_data:
         parts = [train_tensors]
@@ -242,7 +243,7 @@ def _train(options: TrainingOptions) -> TrainingResult:
     config = checkpoint["player"]["config"] if checkpoint else (initial.config if initial else options.model_config)
     model = build_model(kind, config, len(vocabulary), len(answers))
     if initial is not None:
-        model.load_state_dict(initial.state_dict)
+        model.load_state_dict(with_new_words(initial.state_dict, len(vocabulary)))
     state = Optimisation(decoupled_optimizer(model, options.learning_rate, options.weight_decay, betas=(0.9, 0.98)),
                          options.warmup_steps, options.steps, options.decay)
     heldout: dict[str, Any] = {}
@@ -303,6 +304,21 @@ def _full_evaluation(model: nn.Module, folder: str, vocabulary: WordVocabulary, 
 
 
 _MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config")
+
+
+def with_new_words(state_dict: dict[str, torch.Tensor], vocabulary_size: int) -> dict[str, torch.Tensor]:
+    """`state_dict` with its word embedding grown to `vocabulary_size` rows.
+
+    A new word's row starts as a copy of UNKNOWN's (id 1), so the grown model answers
+    exactly as the original did until training tells the new words apart.
+    """
+    table = state_dict["words.weight"]
+    extra = vocabulary_size - table.shape[0]
+    if extra <= 0:
+        return state_dict
+    grown = dict(state_dict)
+    grown["words.weight"] = torch.cat([table, table[1:2].expand(extra, -1)], dim=0)
+    return grown
 
 
 def _initial_player(options: TrainingOptions) -> PlayerFile:

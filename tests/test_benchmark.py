@@ -56,7 +56,8 @@ def test_failing_player_fails_only_its_trials(setup, tmp_path):
             assert "error" not in record and record["consistency"] == 0.0 and record["drop"] == 0.0
             assert record["clean_accuracy"] == 1.0
         else:
-            assert "answered none of the 10 items" in record["error"] and "\n" not in record["error"]
+            assert "exited with code 1" in record["error"] and "\n" not in record["error"]
+            assert record["player_errors"] == record["player_queries"] > 0
     build_report(tmp_path)
     assert "Failed trials" in (tmp_path / "report.md").read_text()
 
