@@ -70,12 +70,17 @@ class A2CConfig:
 
 @dataclass
 class History:
-    """Per update: env steps so far, mean reward, invalid share, changed share."""
+    """Per update: env steps so far, mean reward, invalid, changed and dropped shares of the batch.
+
+    The batch is sampled from the policy being trained, so these shares are an
+    on-policy estimate of what evaluating that policy would give.
+    """
 
     steps: list[int] = field(default_factory=list)
     reward: list[float] = field(default_factory=list)
     invalid: list[float] = field(default_factory=list)
     changed: list[float] = field(default_factory=list)
+    dropped: list[float] = field(default_factory=list)
 
 
 class Adversary(nn.Module):
@@ -200,7 +205,7 @@ class A2CTrainer:
         self.coef_optimizer.load_state_dict(state["coef_optimizer"])
         self.generator.set_state(state["torch_rng"])
         self.env.set_state(state["env"])
-        self.history = History(**state["history"])
+        self.history = History(**{"dropped": [float("nan")] * len(state["history"]["steps"]), **state["history"]})
         self.replay.load(state["replay"])
         self.best = state.get("best")
 
@@ -259,7 +264,8 @@ class A2CTrainer:
         final = infos["final_info"]
         metrics = {
             "reward": float(returns.mean()), "invalid": float(1.0 - final["valid"].mean()),
-            "changed": float(final["changed"].mean()), "entropy": float(entropy.detach()),
+            "changed": float(final["changed"].mean()), "dropped": float(final["dropped"].mean()),
+            "entropy": float(entropy.detach()),
             "entropy_per_dimension": float(per_dimension), "entropy_coef": float(coef),
             "value_loss": float(value_loss.detach()),
         }
@@ -269,6 +275,7 @@ class A2CTrainer:
         h.reward.append(metrics["reward"])
         h.invalid.append(metrics["invalid"])
         h.changed.append(metrics["changed"])
+        h.dropped.append(metrics["dropped"])
         if cfg.keep_best:
             self._remember_if_best()
         if self.log is not None:

@@ -129,7 +129,7 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         "clean_accuracy": result["clean_accuracy"], "random_consistency": result["random_consistency"],
         "random_drop": result["random_drop"],
         "curve": {k: result["history"][k][:: max(1, len(result["history"]["steps"]) // 50)]
-                  for k in ("steps", "reward", "invalid", "changed")},
+                  for k in ("steps", "reward", "invalid", "changed", "dropped") if k in result["history"]},
     }
     if trial["search_budget"]:
         record["search"] = _search(trial)

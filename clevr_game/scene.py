@@ -387,19 +387,35 @@ def load_scenes_info(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data.get("info", {}) if isinstance(data, dict) else {}
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = None) -> None:
-    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write text through a temporary file and a rename, so a reader never sees half a file.
+
+    The file gets the user's usual permissions (0666 less the umask), not the
+    temporary file's 0600.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=indent)
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = None) -> None:
+    """JSON through `write_text_atomic`."""
+    write_text_atomic(path, json.dumps(data, indent=indent))
 
 
 def save_scenes(
