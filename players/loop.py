@@ -129,11 +129,12 @@ class Optimisation:
 
 
 def run_loop(model: nn.Module, state: Optimisation, settings: LoopSettings, loss_at: LossAt,
-             save: Callable[[], None], evaluate: Callable[[], None], *, started: float,
+             save: Callable[[], None], evaluate: Callable[[], bool | None], *, started: float,
              writer: Any = None) -> LoopResult:
     """Train from `state.step` to `settings.steps`, saving and evaluating on the way.
 
     `started` is the `time.monotonic()` at which the run began: the time limit counts from it.
+    `evaluate` returns True to end the run early (the trainer's early stopping); it is saved first.
     """
     from tqdm import tqdm
 
@@ -162,14 +163,17 @@ def run_loop(model: nn.Module, state: Optimisation, settings: LoopSettings, loss
                 writer.add_scalar("train/learning_rate", state.learning_rate(), state.step)
                 for name, part in parts.items():
                     writer.add_scalar(f"train/{name}", part, state.step)
+        stop_early = False
         if state.step % settings.eval_every == 0 or state.step == settings.steps:
-            evaluate()
+            stop_early = bool(evaluate())
             model.train()
         out_of_time = settings.max_minutes is not None and time.monotonic() - started > settings.max_minutes * 60
-        if (state.step == settings.steps or out_of_time
+        if (state.step == settings.steps or out_of_time or stop_early
                 or time.monotonic() - last_checkpoint > settings.checkpoint_minutes * 60):
             save()
             last_checkpoint = time.monotonic()
+        if stop_early:
+            break
         if out_of_time:
             tqdm.write(f"stopping at step {state.step}: --max-minutes {settings.max_minutes} reached "
                        "(resume with --resume)")

@@ -74,6 +74,9 @@ class TrainingOptions(LoopOptions):
     """More dataset folders (e.g. `clevr-game export` output) trained on together with `data`."""
     init: str | None = None
     """A player file to start from (its weights, vocabulary and answers) instead of a fresh model."""
+    patience: int | None = None
+    """Early stopping: end the run after this many held-out evaluations without a better accuracy,
+    keeping the best evaluation's weights (also at the end of the step budget); None trains every step."""
 
     @property
     def kind(self) -> str:
@@ -82,6 +85,37 @@ class TrainingOptions(LoopOptions):
         except KeyError:
             raise InputError(f"--player {self.player!r}: expected one of {', '.join(PLAYER_KINDS)}") from None
 
+
+@dataclass
+class PreparedData:
+    """Tensors the caller already built (one split of a dataset held in memory), trained on instead of
+    reading `data` / `eval_data`: answers in ANSWERS order, words in `vocabulary`. Fresh runs only."""
+
+    train: QuestionTensors
+    vocabulary: WordVocabulary
+    held_out: QuestionTensors | None = None
+
+
+@dataclass
+class EarlyStopping:
+    """The best held-out accuracy so far and its weights; `update` says when `patience` evaluations brought nothing better."""
+
+    patience: int
+    best: float = -1.0
+    stale: int = 0
+    weights: dict[str, torch.Tensor] | None = None
+
+    def update(self, accuracy: float, model: nn.Module) -> bool:
+        if accuracy > self.best:
+            self.best, self.stale = accuracy, 0
+            self.weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
+            return False
+        self.stale += 1
+        return self.stale >= self.patience
+
+    def restore(self, model: nn.Module) -> None:
+        if self.weights is not None:
+            model.load_state_dict(self.weights)
 
 
 @dataclass
@@ -197,13 +231,15 @@ def denormals_flushed() -> Iterator[None]:
         torch.set_flush_denormal(False)
 
 
-def train(options: TrainingOptions) -> TrainingResult:
+def train(options: TrainingOptions, prepared: PreparedData | None = None) -> TrainingResult:
     """Train (or resume) a state player; writes `options.out` and its checkpoint; returns the run's summary."""
+    if prepared is not None and (options.resume or options.init):
+        raise ValueError("prepared data is for fresh runs (no resume, no init)")
     with denormals_flushed():
-        return _train(options)
+        return _train(options, prepared)
 
 
-def _train(options: TrainingOptions) -> TrainingResult:
+def _train(options: TrainingOptions, prepared: PreparedData | None = None) -> TrainingResult:
     from tqdm import tqdm
 
     torch.set_num_threads(options.threads)
@@ -227,7 +263,10 @@ def _train(options: TrainingOptions) -> TrainingResult:
     # A resumed run keeps its vocabulary (its optimiser state has the embedding's shape);
     # a fresh or --init run learns the data's new words (new rows start as UNKNOWN's).
     grow_vocabulary = checkpoint is None
-    train_tensors, vocabulary = tensorise(options.data, vocabulary, answers, extend_vocabulary=grow_vocabulary)
+    if prepared is not None:
+        train_tensors, vocabulary, eval_tensors = prepared.train, prepared.vocabulary, prepared.held_out
+    else:
+        train_tensors, vocabulary = tensorise(options.data, vocabulary, answers, extend_vocabulary=grow_vocabulary)
     if options.extra_data:
         parts = [train_tensors]
         for folder in options.extra_data:
@@ -235,9 +274,10 @@ def _train(options: TrainingOptions) -> TrainingResult:
             extra, vocabulary = tensorise(folder, vocabulary, answers, extend_vocabulary=grow_vocabulary)
             parts.append(extra)
         train_tensors = concatenate(parts)
-    eval_tensors = None
-    if options.eval_data:
-        eval_tensors, _ = tensorise(options.eval_data, vocabulary, answers, limit=options.eval_size)
+    if prepared is None:
+        eval_tensors = None
+        if options.eval_data:
+            eval_tensors, _ = tensorise(options.eval_data, vocabulary, answers, limit=options.eval_size)
 
     torch.manual_seed(options.seed)
     config = checkpoint["player"]["config"] if checkpoint else (initial.config if initial else options.model_config)
@@ -260,9 +300,11 @@ def _train(options: TrainingOptions) -> TrainingResult:
         })
         save_player_file(options.out, player_file)
 
-    def record_evaluation() -> None:
+    stopping = EarlyStopping(options.patience) if options.patience is not None else None
+
+    def record_evaluation() -> bool:
         if eval_tensors is None:
-            return
+            return False
         scores = evaluate_tensors(model, eval_tensors)
         point = {"step": state.step, "accuracy": round(scores.accuracy, 4), "minutes": round(state.seconds() / 60, 1)}
         state.curve.append(point)
@@ -271,6 +313,15 @@ def _train(options: TrainingOptions) -> TrainingResult:
             for family, accuracy in scores.family_accuracy().items():
                 writer.add_scalar(f"heldout/{family}", accuracy, state.step)
         tqdm.write(f"step {state.step}: held-out accuracy {scores.accuracy:.4f} ({point['minutes']} min)")
+        if stopping is None:
+            return False
+        stop = stopping.update(scores.accuracy, model)
+        if stop or state.step >= options.steps:
+            stopping.restore(model)  # the loop saves right after
+        if stop:
+            tqdm.write(f"stopping at step {state.step}: no better held-out accuracy in {options.patience} "
+                       f"evaluations; kept the best ({stopping.best:.4f})")
+        return stop
 
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
         batch, targets = train_tensors.batch(schedule.indices(step))
