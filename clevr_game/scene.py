@@ -393,6 +393,11 @@ def _umask() -> int:
     return mask
 
 
+def new_file_mode() -> int:
+    """The mode `open(path, "w")` gives a new file (0666 less the umask); mkstemp's files get 0600."""
+    return 0o666 & ~_umask()
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write text through a temporary file and a rename, so a reader never sees half a file.
 

@@ -8,10 +8,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.defaults import PlayerLike, default_items, default_player
 from envs.game import NUM_BINS, Game, MoveSpace, Outcome, Rewards
-from envs.items import MAX_OBJECTS, Item, ItemPool
+from envs.items import MAX_OBJECTS, ItemPool, ItemsLike
 from envs.observation import encode, observation_space
-from players.protocol import Player
 
 
 class AdversarialSceneEnv(gym.Env):
@@ -19,15 +19,27 @@ class AdversarialSceneEnv(gym.Env):
 
     Action: MultiDiscrete([7] * 20); head h moves its object by bin action[2h] on x
     and action[2h + 1] on y. `info` after the step carries the verdicts, the true,
-    old and new answers, the moves and the new scene.
+    old and new answers, the moves and the new scene (every key: docs/game.md).
+
+    :param items: an item folder (str or Path: CLEVR `scenes.json` + `questions.json`,
+        or a CLEVR-POC `items.json`), a list of `envs.items.Item` or an ItemPool;
+        default: the shipped sample (`envs.defaults.DEFAULT_ITEMS`).
+    :param player: a Player, or a spec string for `players.registry.load` ("oracle",
+        "state-transformer", "subprocess:<command line>", "file:PATH", an http URL);
+        default: "state-transformer". A player made from a string is closed with the env.
+    :param mode: "displacement" (bin 3 stays, the others move by (bin - 3) * step)
+        or "absolute" (bins are cells of a 7 x 7 grid over the board).
+    :param step: the displacement of one bin.
+    :param dr: reward when a right old answer turns wrong; cr: any other change;
+        fr: nothing changed; isr: the moved scene is invalid.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
     def __init__(
         self,
-        items: list[Item] | ItemPool,
-        player: Player,
+        items: ItemsLike | None = None,
+        player: PlayerLike | None = None,
         *,
         mode: str = "displacement",
         step: float = 0.3,
@@ -40,7 +52,8 @@ class AdversarialSceneEnv(gym.Env):
         render_mode: str | None = None,
         renderer: Any = None,
     ):
-        pool = items if isinstance(items, ItemPool) else ItemPool(items)
+        pool = default_items(items)
+        player, self._owns_player = default_player(player)
         self.game = Game(pool, player, moves=MoveSpace(mode, step), rewards=Rewards(dr, cr, fr, isr),
                          rules=rules, visibility=visibility, renderer=renderer)
         self.observation_space = observation_space(pool)
@@ -76,6 +89,9 @@ class AdversarialSceneEnv(gym.Env):
         for renderer in {id(r): r for r in (self.renderer, self.game.renderer) if r is not None}.values():
             if self._owns_renderer:
                 renderer.close()
+        if self._owns_player:
+            self.game.player.close()
+            self._owns_player = False
         super().close()
 
     def render(self) -> np.ndarray | None:

@@ -277,7 +277,12 @@ class Game:
         shifts = moved - start
         moves_by_row: dict[int, list[tuple[int, float, float]]] = {}
         rows, objs = np.nonzero(np.any(shifts != 0.0, axis=-1))
-        for row, obj, (dx, dy) in zip(rows.tolist(), objs.tolist(), shifts[rows, objs].tolist(), strict=True):
+        # Moves are shown and exported: give the grid's displacement (0.6), not the sum's noise (0.6000000000000001).
+        exact = shifts[rows, objs]
+        if self.moves.mode == "displacement":
+            exact = np.round(exact / self.moves.step) * self.moves.step
+        exact = np.round(exact, 10)
+        for row, obj, (dx, dy) in zip(rows.tolist(), objs.tolist(), exact.tolist(), strict=True):
             moves_by_row.setdefault(row, []).append((obj, dx, dy))
 
         outcomes: list[Outcome | None] = [None] * len(indices)

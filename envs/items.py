@@ -9,9 +9,10 @@ arrays once, so the batched game never walks Python objects on a step.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from clevr_game.programs import Program
 from clevr_game.scene import Scene
 from clevr_game.text import WordVocabulary, default_word_vocabulary
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
+from players.protocol import shown
 
 MAX_OBJECTS = 10
 QUESTION_LENGTH = 48
@@ -111,3 +113,29 @@ class ItemPool:
 
     def subset(self, indices: list[int]) -> ItemPool:
         return ItemPool([self.items[i] for i in indices], self.words, self.question_tokens.shape[1])
+
+
+ItemsLike: TypeAlias = "ItemPool | Sequence[Item] | str | os.PathLike[str]"
+"""What an env accepts as `items`: a pool, a list of Items, or an item folder."""
+
+
+def item_pool(items: ItemsLike, argument: str = "items") -> ItemPool:
+    """`items` as an ItemPool; InputError naming `argument` and the value when it is none of `ItemsLike`."""
+    if isinstance(items, ItemPool):
+        return items
+    if isinstance(items, str | os.PathLike):
+        try:
+            return ItemPool(load_items(items))
+        except InputError as exc:
+            raise InputError(f"{argument}={shown(items)}: {exc}") from None
+    if isinstance(items, Sequence) and not isinstance(items, bytes):
+        stranger = next((x for x in items if not isinstance(x, Item)), None)
+        if stranger is not None:
+            raise InputError(f"{argument}={shown(items)}: a list of items holds {type(stranger).__name__} "
+                             f"{shown(stranger)}, expected envs.items.Item")
+        try:
+            return ItemPool(list(items))
+        except InputError as exc:
+            raise InputError(f"{argument}={shown(items)}: {exc}") from None
+    raise InputError(f"{argument}={shown(items)}: expected an item folder (str or Path), a list of "
+                     f"envs.items.Item or an ItemPool, got {type(items).__name__}")

@@ -16,6 +16,9 @@ Rewards (the game's, with the learning player's answer as the new answer):
 An episode is `rounds` rounds, each on an item drawn with the env's seed; CLEVR items
 only (CLEVR-POC answers are sets, which one Discrete choice cannot express). After a
 round, both agents' infos hold its outcome (verdicts, answers, moves, new scene).
+`items` is read as by the single env: an item folder (str or Path), a list of
+Items or an ItemPool, the shipped sample when not given. There is no `player`
+argument: the VQA player is the second agent.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from pettingzoo import AECEnv
 
 from clevr_game.errors import InputError
 from clevr_game.vocab import CLEVR_POC
+from envs.defaults import default_items
 from envs.game import NUM_BINS, Game, MoveSpace, Outcome, Rewards
-from envs.items import MAX_OBJECTS, Item, ItemPool
+from envs.items import MAX_OBJECTS, Item, ItemPool, ItemsLike
 from envs.observation import encode, observation_space
 from players.protocol import Answer, Player, Query
 
@@ -64,7 +68,7 @@ class TwoPlayerEnv(AECEnv):
 
     def __init__(
         self,
-        items: list[Item] | ItemPool,
+        items: ItemsLike | None = None,
         *,
         rounds: int = 1,
         mode: str = "displacement",
@@ -75,7 +79,7 @@ class TwoPlayerEnv(AECEnv):
         seed: int | None = None,
     ):
         super().__init__()
-        pool = items if isinstance(items, ItemPool) else ItemPool(items)
+        pool = default_items(items)
         if any(it.environment is not None for it in pool.items):
             raise InputError("two-player env: CLEVR-POC items have set answers; use CLEVR items")
         unknown = next((it for it in pool.items if it.answer not in ANSWER_VALUES), None)

@@ -18,10 +18,10 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env import VecEnv
 
+from envs.defaults import PlayerLike, default_items, default_player
 from envs.game import NUM_BINS, Game, MoveSpace, Outcome, Rewards
-from envs.items import MAX_OBJECTS, Item, ItemPool
+from envs.items import MAX_OBJECTS, ItemPool, ItemsLike
 from envs.observation import encode, observation_space
-from players.protocol import Player
 
 
 class AdversarialVectorEnv(VectorEnv):
@@ -29,14 +29,17 @@ class AdversarialVectorEnv(VectorEnv):
 
     `order="random"` draws each episode's item uniformly (training);
     `order="cycle"` walks the pool in order, N at a time (evaluation: every item equally often).
+    `items` and `player` are read as by `AdversarialSceneEnv` (folder, list or pool; Player
+    or spec string; defaults: the shipped sample and the state transformer); this is the
+    vector entry point of `gymnasium.make_vec("clevr_game/Adversarial-v0", num_envs=N)`.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(
         self,
-        items: list[Item] | ItemPool,
-        player: Player,
+        items: ItemsLike | None = None,
+        player: PlayerLike | None = None,
         num_envs: int = 64,
         *,
         mode: str = "displacement",
@@ -47,9 +50,12 @@ class AdversarialVectorEnv(VectorEnv):
         game: Game | None = None,
         check_visibility: bool | None = None,
     ):
-        pool = items if isinstance(items, ItemPool) else ItemPool(items)
+        pool = default_items(items)
         if order not in ("random", "cycle"):
             raise ValueError(f"unknown order {order!r} (expected random or cycle)")
+        self._owns_player = False
+        if game is None:
+            player, self._owns_player = default_player(player)
         self.game = game or Game(pool, player, moves=MoveSpace(mode, step), rewards=rewards or Rewards(),
                                  rules=rules, check_visibility=check_visibility)
         self.num_envs = num_envs
@@ -136,7 +142,10 @@ class AdversarialVectorEnv(VectorEnv):
         return obs, rewards, done, np.zeros(self.num_envs, dtype=bool), infos
 
     def close_extras(self, **kwargs: Any) -> None:
-        return None  # the player belongs to the caller, who closes it
+        # A player passed in belongs to the caller, who closes it; one made from a spec is ours.
+        if self._owns_player:
+            self.game.player.close()
+            self._owns_player = False
 
 
 class Sb3VecEnv(VecEnv):

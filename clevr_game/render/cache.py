@@ -7,6 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from clevr_game.scene import new_file_mode
+
 
 def default_cache_dir() -> Path:
     """$CLEVR_GAME_RENDER_CACHE, else the user cache folder (XDG) / clevr-game / renders."""
@@ -25,6 +27,7 @@ def copy_atomic(source: str | os.PathLike[str], target: str | os.PathLike[str]) 
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)
+        os.chmod(tmp, new_file_mode())
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):

@@ -24,7 +24,7 @@ import numpy as np
 
 from clevr_game.dataset import dataset_files
 from clevr_game.errors import InputError
-from clevr_game.scene import Scene, load_scenes
+from clevr_game.scene import Scene, load_scenes, new_file_mode
 
 STACK_FILE = "stack.npy"
 
@@ -132,6 +132,7 @@ def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
     try:
         with os.fdopen(handle, "wb") as stream:
             np.save(stream, array)
+        os.chmod(temporary, new_file_mode())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

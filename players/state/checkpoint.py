@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from clevr_game.errors import InputError
+from clevr_game.scene import new_file_mode
 from clevr_game.text import PAD, UNKNOWN, WordVocabulary
 from players.state.models import build_model, config_dict
 
@@ -95,7 +96,7 @@ def write_torch_atomic(path: str | os.PathLike[str], data: Any) -> None:
     try:
         with os.fdopen(handle, "wb") as stream:
             torch.save(data, stream)
-        os.chmod(temporary, 0o644)  # mkstemp makes it owner-only; a player file is meant to be shared
+        os.chmod(temporary, new_file_mode())  # mkstemp makes it owner-only; the user's umask decides
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
