@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from clevr_game.cli_types import (
     finite_float,
@@ -46,7 +47,8 @@ def _cmd_generate(args: argparse.Namespace) -> int | None:
         split=args.split,
         progress=not args.no_progress,
     )
-    print(f"wrote {args.out}/scenes.json and {args.out}/questions.json")
+    out = Path(args.out)  # `--out data/` prints data/scenes.json, not data//scenes.json
+    print(f"wrote {out / 'scenes.json'} and {out / 'questions.json'}")
     return 0
 
 
@@ -120,11 +122,15 @@ def _add_game_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("play", help="play moves against a player; last line `consistency: X drop: Y invalid: Z`")
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json, or CLEVR-POC items.json)")
     p.add_argument("--player", default="oracle", help="oracle, a registered name, subprocess:<command>, or an http URL")
-    p.add_argument("--moves", choices=["random", "stay"], default="random")
-    p.add_argument("--episodes", type=positive_int, default=1000)
-    p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement")
-    p.add_argument("--batch", type=positive_int, default=64)
-    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--moves", choices=["random", "stay"], default="random",
+                   help="random: a uniform bin on each axis for every object; stay: move nothing (the unmoved answers)")
+    p.add_argument("--episodes", type=positive_int, default=1000,
+                   help="moves to play, items taken in turn (each item gets about EPISODES / items)")
+    p.add_argument("--mode", choices=["displacement", "absolute"], default="displacement",
+                   help="displacement: a bin moves an object by -0.9..0.9 in steps of 0.3; absolute: a 7 x 7 grid")
+    p.add_argument("--batch", type=positive_int, default=64,
+                   help="moves played at once (the player is asked once per batch)")
+    p.add_argument("--seed", type=random_seed, default=0, help="seed of the random moves")
     add_limit_options(p)
     p.set_defaults(handler=_cmd_play)
 
@@ -156,7 +162,7 @@ def _cmd_attack(args: argparse.Namespace) -> int | None:
     if result["items_left_out"]:
         print(f"items left out (unmoved scene never answered): {result['items_left_out']}")
     print(f"random adversary: consistency: {result['random_consistency']:.4f} drop: {result['random_drop']:.4f}")
-    print(f"wrote {args.out}/result.json")
+    print(f"wrote {Path(args.out) / 'result.json'}")
     print(last_line(result))
     return 0
 
@@ -329,7 +335,7 @@ def _cmd_export(args: argparse.Namespace) -> int | None:
     ))
     for line in summary.warnings:
         print(f"clevr-game: warning: {line}", file=sys.stderr)
-    print(f"wrote {args.out}/scenes.json, questions.json and manifest.json "
+    print(f"wrote {Path(args.out) / 'scenes.json'}, questions.json and manifest.json "
           f"({summary.candidates} selected, {summary.duplicates} duplicates removed)")
     print(summary.last_line())
     return 0
