@@ -29,8 +29,9 @@ MANIPULATIONS_FILE = "manipulations.jsonl"
 CHECKPOINT_FILE = "checkpoint.pt"
 RUN_OPTIONS_FILE = "options.json"
 RESUME_OPTIONS = ("player", "items", "minigame_size", "minigame", "split_seed", "rewards", "fine_tune",
-                  "adversary_weights", "mode")
+                  "adversary_weights", "mode", "adversary")
 """What a resumed run must share with the run that began the folder, besides the trainer's config."""
+ADVERSARY_INPUTS = ("state", "pixel")
 
 
 @dataclass
@@ -57,6 +58,7 @@ class AttackOptions:
     rewards: tuple[float, float, float, float] = (1.0, 0.1, -0.1, -0.8)  # dr, cr, fr, isr
     fine_tune: bool = False
     adversary_weights: str | None = None
+    adversary: str = "state"  # what the adversary sees: the scene graph, or the original image ("pixel")
     mode: str = "displacement"
     progress: bool = True
     threads: int = 1  # the batches are small: one thread beats two, and trials run side by side
@@ -102,14 +104,16 @@ def run_attack(options: AttackOptions) -> dict:
 
     from agents.a2c import A2CConfig, A2CTrainer, policy_actions
     from agents.evaluation import evaluate, random_actions, scores
-    from agents.features import FeatureCache, LiveFeatures
-    from agents.pretrained import load_adversary_network
     from envs.game import Rewards
     from envs.items import ItemPool, load_items
     from envs.minigames import MiniGames, split_minigames
     from envs.vector import AdversarialVectorEnv
     from players.registry import load_guarded
 
+    if options.adversary not in ADVERSARY_INPUTS:
+        raise InputError(f"--adversary {options.adversary!r}: expected one of {', '.join(ADVERSARY_INPUTS)}")
+    if options.adversary == "pixel" and options.fine_tune:
+        raise InputError("--fine-tune trains the state adversary's relation network; the pixel adversary's stays frozen")
     if options.threads < 1:
         raise InputError(f"--threads {options.threads}: must be at least 1")
     torch.set_num_threads(options.threads)
@@ -146,8 +150,7 @@ def run_attack(options: AttackOptions) -> dict:
                                        check_visibility=options.check_visibility)
             env, left_out = _without_unanswered_items(env, options, rewards)
             pool = env.pool
-            network, word_map = load_adversary_network(options.adversary_weights, pool.words)
-            features = (LiveFeatures if options.fine_tune else FeatureCache)(network, word_map, pool)
+            features = _adversary_features(options, pool)
             writer = _tensorboard(out / "tb")
             log = (lambda step, metrics: [writer.add_scalar(f"train/{k}", v, step) for k, v in metrics.items()]) \
                 if writer else None
@@ -194,6 +197,24 @@ def run_attack(options: AttackOptions) -> dict:
     if failure is not None:
         raise PlayerFailedRun(failure, count, out / RESULT_FILE)
     return result
+
+
+def _adversary_features(options: AttackOptions, pool: Any) -> Any:
+    """What the adversary sees of each item, computed once: its scene graph, or its original image."""
+    if options.adversary == "pixel":
+        from agents.pixel_features import (
+            PixelFeatureCache,
+            load_pixel_adversary_network,
+            render_originals,
+        )
+
+        network, word_map, spec = load_pixel_adversary_network(options.adversary_weights, pool.words)
+        return PixelFeatureCache(network, word_map, pool, render_originals(pool, spec))
+    from agents.features import FeatureCache, LiveFeatures
+    from agents.pretrained import load_adversary_network
+
+    network, word_map = load_adversary_network(options.adversary_weights, pool.words)
+    return (LiveFeatures if options.fine_tune else FeatureCache)(network, word_map, pool)
 
 
 def _without_unanswered_items(env: Any, options: AttackOptions, rewards: Any) -> tuple[Any, list[dict]]:
@@ -274,7 +295,8 @@ def _resumable_config(out: Path, config: Any, options: AttackOptions) -> Any:
         recorded = read_json(recorded_path)
         recorded = recorded if isinstance(recorded, dict) else {}
         differences += [f"{_flag(name)} was {recorded.get(name)!r}, now {value!r}"
-                        for name, value in _run_options(options).items() if recorded.get(name) != value]
+                        # An option a folder predates was at the value it has now.
+                        for name, value in _run_options(options).items() if recorded.get(name, value) != value]
     if differences:
         raise InputError(f"{out}: its {CHECKPOINT_FILE} was written with other options "
                          f"({'; '.join(differences)}); {advice}")

@@ -107,8 +107,8 @@ class PixelRelationNetwork(nn.Module):
         features = torch.cat([features, coordinate_maps(batch, height, width, features.device)], dim=1)
         return features.flatten(2).transpose(1, 2)
 
-    def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-        objects = self.cells(images)
+    def relations(self, objects: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        """(B, g_width): g over every pair of cells (`objects` from `cells`) and the question, averaged."""
         question = self.question(words)
         first = (
             self.first_i(objects).unsqueeze(2)
@@ -116,8 +116,10 @@ class PixelRelationNetwork(nn.Module):
             + self.first_q(question)[:, None, None, :]
         )
         # The mean, not Santoro's sum, over the pairs: the scale does not grow with the grid.
-        relations = self.g_rest(first).mean(dim=(1, 2))
-        return self.f(relations)
+        return self.g_rest(first).mean(dim=(1, 2))
+
+    def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        return self.f(self.relations(self.cells(images), words))
 
 
 @dataclass(frozen=True)
