@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from clevr_game.programs import Program
 from envs.game import Game, Outcome
 from envs.items import MAX_OBJECTS
 
@@ -37,6 +38,10 @@ class ItemResult:
     changed_share: float = 0.0
     dropped_share: float = 0.0
     player_errors: int = 0
+    family: int | None = None
+    """The question's `question_family_index` (its template), None when the item has none."""
+    question_kind: str | None = None
+    """What the question asks, from its program's last step: count, exist, compare or query."""
     valid_moves: list[Outcome] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
@@ -52,6 +57,7 @@ class ItemResult:
             "tries": self.tries, "valid": self.valid, "changed": self.changed, "dropped": self.dropped,
             "changed_share": self.changed_share, "dropped_share": self.dropped_share,
             "player_errors": self.player_errors,
+            "family": self.family, "question_kind": self.question_kind,
             "best_manipulation": best,
         }
 
@@ -106,9 +112,25 @@ def evaluate(
             changed_share=sum(o.changed for o in mine) / counted if counted else 0.0,
             dropped_share=sum(o.dropped for o in mine) / counted if counted else 0.0,
             player_errors=errors,
+            family=item.family, question_kind=question_kind(item.program),
             valid_moves=[o for o in mine if o.valid and o.moves and o.counted],
         ))
     return results
+
+
+_COMPARISONS = ("equal_", "less_than", "greater_than")
+
+
+def question_kind(program: Program) -> str | None:
+    """`count`, `exist`, `compare` or `query`, by the program's last function (None for an empty program)."""
+    if not program:
+        return None
+    last = program[-1].function
+    if last in ("count", "exist"):
+        return last
+    if last.startswith(_COMPARISONS):
+        return "compare"
+    return "query"
 
 
 def scores(results: list[ItemResult]) -> Scores:

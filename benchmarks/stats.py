@@ -96,3 +96,26 @@ def paired_t_test(trained: list[float], baseline: list[float]) -> float:
     if len(a) < 2 or np.allclose(a - b, (a - b)[0]):
         return float("nan") if len(a) < 2 else (1.0 if np.allclose(a, b) else 0.0)
     return float(scipy_stats.ttest_rel(a, b).pvalue)
+
+
+def breakdown(items: list[dict], key: str) -> list[dict]:
+    """Consistency and drop of the trained adversary per player and `key` (e.g. the question family).
+
+    `items` are per-item results of the trials (each with `player`, `key`,
+    `changed_share` and `dropped_share`): the means are over items and trials,
+    the CIs bootstrap those item results.
+    """
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for item in items:
+        groups[(item["player"], item[key])].append(item)
+    rows = []
+    for (player, value), group in sorted(groups.items()):
+        changed = [g["changed_share"] for g in group]
+        dropped = [g["dropped_share"] for g in group]
+        rows.append({
+            "player": player, key: value, "items": len(group),
+            "distinct_items": len({g["item_id"] for g in group}),
+            "consistency": {"mean": float(np.mean(changed)), "ci95": list(bootstrap_ci(changed))},
+            "drop": {"mean": float(np.mean(dropped)), "ci95": list(bootstrap_ci(dropped))},
+        })
+    return rows
