@@ -1,0 +1,391 @@
+"""How many manipulated scenes must a player train on to answer every unseen one? (the paper's Figure 2)
+
+For each dataset (a `clevr-game exhaustive` folder), player, training fraction
+and trial: a random split of the dataset's *scenes* (all questions of a scene
+on one side), a fresh model trained on the train part with the state trainer
+(`players.training.train`: a step budget, early stopping on a validation slice
+of the train part, the best validation weights kept), and its accuracy on the
+unseen scenes. The splits depend on (seed, fraction, trial) only, so every
+player sees the same ones.
+
+    clevr-game study examples --data runs/exhaustive/2-mix,runs/exhaustive/3-mix \
+        --players state-transformer --fractions 0.01,0.05,0.1,0.25,0.5,0.75,0.9 --trials 10 \
+        --out results/examples-study
+
+RESULTS/study.jsonl holds one record per (dataset, player, fraction, trial),
+rewritten atomically after each; a rerun skips the recorded ones (and refuses
+other training settings). RESULTS/figure.png plots unseen accuracy against the
+training fraction with 95% intervals over trials; RESULTS/report.md has the
+table and the smallest fraction whose mean unseen accuracy reaches 99%.
+`--max-minutes` bounds the whole run: the trial cut by the limit is not
+recorded, and the same command continues later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clevr_game.errors import InputError
+from clevr_game.scene import write_text_atomic
+
+RESULTS_FILE = "study.jsonl"
+REPORT_FILE = "report.md"
+FIGURE_FILE = "figure.png"
+TARGET_ACCURACY = 0.99
+"""The paper's bar: a player 'needs' the smallest fraction whose unseen accuracy reaches this."""
+
+STATE_PLAYERS = ("state-transformer", "state-rn")
+PIXEL_PLAYERS = ("pixel-rn", "film", "neuro-symbolic")
+
+_SETTINGS = ("steps", "batch_size", "learning_rate", "warmup_steps", "eval_every", "patience",
+             "validation_share", "model_config", "seed")
+"""Options a recorded trial depends on: a rerun into the same results must use the same."""
+
+
+@dataclass
+class StudyOptions:
+    """One study: every dataset x player x fraction x trial.
+
+    :param data: dataset folders written by `clevr-game exhaustive`
+    :param players: state players (see STATE_PLAYERS)
+    :param fractions: shares of the scenes trained on, each in (0, 1)
+    :param trials: random splits per fraction
+    :param out: the results folder
+    :param steps: the step budget of each training run
+    :param max_minutes: the whole run's time limit (None: no limit)
+    """
+
+    data: list[str]
+    players: list[str]
+    fractions: list[float]
+    trials: int
+    out: str
+    steps: int = 3000
+    max_minutes: float | None = None
+    batch_size: int = 128
+    learning_rate: float = 1e-3
+    warmup_steps: int = 200
+    eval_every: int = 100
+    patience: int = 5
+    """Validation evaluations without a better accuracy before a run stops."""
+    validation_share: float = 0.1
+    """Share of the train part's scenes held out for early stopping (at least one scene)."""
+    model_config: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    threads: int = 1
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        for player in self.players:
+            if player in PIXEL_PLAYERS:
+                raise InputError(f"--players {player}: pixel players are not supported by the study yet "
+                                 f"(supported: {', '.join(STATE_PLAYERS)})")
+            if player not in STATE_PLAYERS:
+                raise InputError(f"--players {player!r}: expected some of {', '.join(STATE_PLAYERS)}")
+        for fraction in self.fractions:
+            if not 0.0 < fraction < 1.0:
+                raise InputError(f"--fractions: {fraction:g} is not a share strictly between 0 and 1")
+        if not 0.0 < self.validation_share < 1.0:
+            raise InputError(f"validation share {self.validation_share:g}: expected a number strictly between 0 and 1")
+        names = [dataset_name(d) for d in self.data]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise InputError(f"--data: two folders are named {twice[0]!r} (records are keyed by folder name)")
+
+    def settings(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in _SETTINGS}
+
+
+def dataset_name(folder: str) -> str:
+    return Path(folder).resolve().name
+
+
+# ------------------------------------------------------------------ splits
+
+
+@dataclass(frozen=True)
+class SceneSplit:
+    """Scene rows (positions in the dataset's scenes) of each part; disjoint, together every scene with a question."""
+
+    train: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+
+def split_scenes(scenes: np.ndarray, fraction: float, trial: int, seed: int, validation_share: float) -> SceneSplit:
+    """`fraction` of `scenes` to train on (a `validation_share` slice of them for early stopping), the rest unseen."""
+    # Seeded by (seed, fraction, trial) only: every player and every rerun gets the same split.
+    rng = np.random.default_rng([seed, round(fraction * 1_000_000), trial])
+    order = rng.permutation(scenes)
+    trained = int(round(fraction * len(scenes)))
+    if trained < 2 or trained >= len(scenes):
+        raise InputError(f"--fractions {fraction:g}: {trained} of {len(scenes)} scenes to train on "
+                         "(need at least 2, one of them for validation, and one unseen scene)")
+    validation = min(max(1, int(round(validation_share * trained))), trained - 1)
+    return SceneSplit(np.sort(order[validation:trained]), np.sort(order[:validation]), np.sort(order[trained:]))
+
+
+def questions_of(tensors: Any, scene_rows: np.ndarray) -> Any:
+    """The questions of `tensors` (players.state.data.QuestionTensors) asked about `scene_rows`, all of them."""
+    import torch
+
+    from players.state.data import QuestionTensors
+
+    chosen = torch.from_numpy(np.flatnonzero(np.isin(tensors.scene_of.numpy(), scene_rows)))
+    return QuestionTensors(tensors.positions, tensors.attributes, tensors.present, tensors.scene_of[chosen],
+                           tensors.words[chosen], tensors.lengths[chosen], tensors.answers[chosen],
+                           tensors.families[chosen], tensors.family_names)
+
+
+# ------------------------------------------------------------------ records
+
+
+def trial_key(dataset: str, player: str, fraction: float, trial: int) -> str:
+    return f"{dataset}__{player}__f{fraction:g}__t{trial}"
+
+
+def read_records(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Recorded trials by key; a torn line (a kill mid-write of an older writer) is ignored."""
+    path = Path(out) / RESULTS_FILE
+    records: dict[str, dict[str, Any]] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "key" in record:
+                records[record["key"]] = record
+    return records
+
+
+def write_records(out: str | os.PathLike[str], records: dict[str, dict[str, Any]]) -> None:
+    lines = [json.dumps(records[key], sort_keys=True) for key in sorted(records)]
+    write_text_atomic(Path(out) / RESULTS_FILE, "".join(f"{line}\n" for line in lines))
+
+
+def _check_settings(records: dict[str, dict[str, Any]], options: StudyOptions, out: Path) -> None:
+    wanted = options.settings()
+    for record in records.values():
+        for key, value in record.get("settings", {}).items():
+            if key in wanted and wanted[key] != value:
+                raise InputError(f"{out / RESULTS_FILE}: recorded with {key}={value!r}, not {wanted[key]!r} "
+                                 "(a study continues with its own settings; use another --out)")
+
+
+# ------------------------------------------------------------------ one trial
+
+
+@dataclass
+class LoadedDataset:
+    name: str
+    folder: str
+    tensors: Any  # QuestionTensors of every question
+    vocabulary: Any  # the WordVocabulary the tensors use
+    scenes: np.ndarray  # rows of scenes that have at least one question
+
+
+def load_dataset(folder: str) -> LoadedDataset:
+    from clevr_game.text import default_word_vocabulary
+    from players.state.data import tensorise
+    from players.state.features import ANSWERS
+
+    tensors, vocabulary = tensorise(folder, default_word_vocabulary(), list(ANSWERS), extend_vocabulary=True)
+    return LoadedDataset(dataset_name(folder), folder, tensors, vocabulary, np.unique(tensors.scene_of.numpy()))
+
+
+def run_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, options: StudyOptions,
+              work: Path, minutes_left: float | None) -> dict[str, Any] | None:
+    """Train a fresh `player` on one split and score it on the unseen scenes; None when cut by the time limit."""
+    from players.state.checkpoint import load_player_file
+    from players.training import PreparedData, TrainingOptions, evaluate_tensors, train
+
+    started = time.monotonic()
+    split = split_scenes(dataset.scenes, fraction, trial, options.seed, options.validation_share)
+    fit, validation = questions_of(dataset.tensors, split.train), questions_of(dataset.tensors, split.validation)
+    unseen = questions_of(dataset.tensors, split.test)
+    run_dir = work / trial_key(dataset.name, player, fraction, trial)
+    shutil.rmtree(run_dir, ignore_errors=True)  # a run cut earlier starts afresh
+    training = TrainingOptions(
+        player=player, data=dataset.folder, out=str(run_dir / "player.pt"), steps=options.steps,
+        batch_size=min(options.batch_size, len(fit)), learning_rate=options.learning_rate,
+        warmup_steps=min(options.warmup_steps, max(1, options.steps // 10)), seed=options.seed * 1000 + trial,
+        eval_every=options.eval_every, checkpoint_minutes=1e9, max_minutes=minutes_left,
+        model_config=dict(options.model_config), threads=options.threads, log_dir="", progress=False,
+        patience=options.patience, command=options.command,
+    )
+    with contextlib.redirect_stdout(io.StringIO()):  # the trainer's per-evaluation lines; the curve keeps them
+        result = train(training, PreparedData(fit, dataset.vocabulary, validation))
+    early = result.step < options.steps
+    if early and minutes_left is not None and time.monotonic() - started >= minutes_left * 60:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return None
+    model = load_player_file(training.out).build()
+    scores = evaluate_tensors(model, unseen)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    best = max(result.curve, key=lambda point: point["accuracy"]) if result.curve else {"step": 0, "accuracy": 0.0}
+    return {
+        "key": trial_key(dataset.name, player, fraction, trial), "dataset": dataset.name, "data": dataset.folder,
+        "player": player, "fraction": fraction, "trial": trial,
+        "train_scenes": int(len(split.train)), "validation_scenes": int(len(split.validation)),
+        "unseen_scenes": int(len(split.test)), "train_questions": len(fit), "unseen_questions": len(unseen),
+        "accuracy": round(scores.accuracy, 6),
+        "families": {name: round(value, 6) for name, value in scores.family_accuracy().items()},
+        "steps": result.step, "stopped_early": early, "best_step": best["step"],
+        "best_validation": best["accuracy"], "seconds": round(time.monotonic() - started, 1),
+        "settings": options.settings(),
+    }
+
+
+# ------------------------------------------------------------------ the study
+
+
+@dataclass(frozen=True)
+class StudyOutcome:
+    planned: int
+    recorded: int
+    ran: int
+    complete: bool
+    report: Path
+
+
+def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> StudyOutcome:
+    """Every pending trial in order (dataset, player, fraction, trial), then the figure and the report."""
+    import torch
+
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = read_records(out)
+    _check_settings(records, options, out)
+    torch.set_num_threads(options.threads)
+    deadline = None if options.max_minutes is None else time.monotonic() + options.max_minutes * 60
+    planned = [(folder, player, fraction, trial) for folder in options.data for player in options.players
+               for fraction in options.fractions for trial in range(options.trials)]
+    pending = [p for p in planned if trial_key(dataset_name(p[0]), *p[1:]) not in records]
+    log(f"{len(planned)} trials planned, {len(planned) - len(pending)} recorded, {len(pending)} to run")
+    work = out / "work"
+    loaded: LoadedDataset | None = None
+    ran, complete = 0, True
+    for number, (folder, player, fraction, trial) in enumerate(pending, 1):
+        minutes_left = None if deadline is None else (deadline - time.monotonic()) / 60
+        if minutes_left is not None and minutes_left <= 0:
+            complete = False
+            break
+        if loaded is None or loaded.folder != folder:
+            loaded = None  # one dataset in memory at a time
+            loaded = load_dataset(folder)
+        record = run_trial(loaded, player, fraction, trial, options, work, minutes_left)
+        if record is None:
+            complete = False
+            break
+        records[record["key"]] = record
+        write_records(out, records)
+        ran += 1
+        log(f"[{number}/{len(pending)}] {record['dataset']} {player} fraction {fraction:g} trial {trial}: "
+            f"unseen accuracy {record['accuracy']:.4f} ({record['train_scenes']} train scenes, "
+            f"{record['steps']} steps{', early stop' if record['stopped_early'] else ''}, {record['seconds']:.0f} s)")
+    shutil.rmtree(work, ignore_errors=True)
+    if not complete:
+        log(f"stopped at the --max-minutes limit ({options.max_minutes:g}); the same command continues the study")
+    report = write_report(out, list(records.values()), options.command)
+    done = sum(trial_key(dataset_name(p[0]), *p[1:]) in records for p in planned)
+    return StudyOutcome(len(planned), done, ran, complete, report)
+
+
+# ------------------------------------------------------------------ figure and report
+
+
+@dataclass(frozen=True)
+class Point:
+    fraction: float
+    mean: float
+    low: float
+    high: float
+    trials: int
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[Point]]:
+    """(dataset, player) -> per fraction the mean unseen accuracy and its 95% bootstrap interval over trials."""
+    from benchmarks.stats import bootstrap_ci
+
+    groups: dict[tuple[str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for record in records:
+        groups[(record["dataset"], record["player"])][record["fraction"]].append(record["accuracy"])
+    return {
+        line: [Point(fraction, float(np.mean(values)), *bootstrap_ci(values), len(values))
+               for fraction, values in sorted(by_fraction.items())]
+        for line, by_fraction in sorted(groups.items())
+    }
+
+
+def smallest_fraction(points: list[Point], target: float = TARGET_ACCURACY) -> float | None:
+    """The smallest training fraction whose mean unseen accuracy reaches `target`."""
+    return next((p.fraction for p in points if p.mean >= target), None)
+
+
+def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for (dataset, player), points in lines.items():
+        x = np.array([p.fraction for p in points]) * 100
+        mean = np.array([p.mean for p in points])
+        low, high = np.array([p.low for p in points]), np.array([p.high for p in points])
+        ax.errorbar(x, mean, yerr=[mean - low, high - mean], marker="o", capsize=3, label=f"{dataset} ({player})")
+    ax.axhline(TARGET_ACCURACY, color="gray", linestyle=":", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("training scenes (% of all placements)")
+    ax.set_ylabel("accuracy on unseen placements")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path:
+    """RESULTS/report.md (and figure.png when there is a record)."""
+    lines = summarise(records)
+    text = ["# How many examples are enough?", "",
+            "Accuracy on unseen placements against the share of placements trained on: mean over trials "
+            "and 95% bootstrap interval. Datasets from `clevr-game exhaustive`; each trial trains a fresh model.", ""]
+    if command:
+        text += ["```", command, "```", ""]
+    if lines:
+        plot(lines, out / FIGURE_FILE)
+        text += [f"![unseen accuracy against training fraction]({FIGURE_FILE})", "",
+                 f"## Smallest training fraction reaching {TARGET_ACCURACY:.0%} on unseen scenes", "",
+                 "| dataset | player | smallest fraction | trials per fraction |", "|---|---|---|---|"]
+        for (dataset, player), points in lines.items():
+            reached = smallest_fraction(points)
+            shown = "not reached" if reached is None else f"{reached:g}"
+            text.append(f"| {dataset} | {player} | {shown} | {min(p.trials for p in points)} |")
+        text += ["", "## Unseen accuracy per fraction", "", "| dataset | player | fraction | mean [95% CI] | trials |",
+                 "|---|---|---|---|---|"]
+        for (dataset, player), points in lines.items():
+            for p in points:
+                text.append(f"| {dataset} | {player} | {p.fraction:g} | {p.mean:.4f} [{p.low:.4f}, {p.high:.4f}] "
+                            f"| {p.trials} |")
+        seconds = sum(r.get("seconds", 0.0) for r in records)
+        text += ["", f"{len(records)} trials, {seconds / 60:.1f} minutes of training and evaluation in all."]
+    else:
+        text.append("No trial recorded yet.")
+    path = out / REPORT_FILE
+    write_text_atomic(path, "\n".join(text) + "\n")
+    return path
