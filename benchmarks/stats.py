@@ -53,19 +53,31 @@ def summarise(values_by_minigame: dict[int, list[float]]) -> Summary:
                    max(per_minigame) if per_minigame else float("nan"), t_test_against_zero(values), len(values))
 
 
+TRAINED_LABEL = {"state": "trained", "pixel": "trained-pixel"}
+"""Row label of the trained adversary by what it sees (records without `adversary` are state-input)."""
+
+
 def table(records: list[dict]) -> list[dict]:
-    """One row per (player, size) and adversary (trained, random, search)."""
+    """One row per (player, size) and adversary (trained per input kind, random, search)."""
     groups: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for record in records:
         if "error" not in record:
             groups[(record["player"], record["size"])].append(record)
     rows = []
     for (player, size), group in sorted(groups.items()):
-        for adversary, key_c, key_d in (("trained", "consistency", "drop"),
-                                        ("random", "random_consistency", "random_drop")):
-            rows.append(_row(player, size, adversary, group, key_c, key_d))
-        # Same trials, same items, same number of samples: a paired test of trained against random.
-        rows[-2]["drop_p_vs_random"] = paired_t_test([r["drop"] for r in group], [r["random_drop"] for r in group])
+        by_input: dict[str, list[dict]] = defaultdict(list)
+        for record in group:
+            by_input[record.get("adversary", "state")].append(record)
+        for kind in sorted(by_input, key=lambda k: (k != "state", k)):
+            trained = by_input[kind]
+            rows.append(_row(player, size, TRAINED_LABEL.get(kind, f"trained-{kind}"), trained,
+                             "consistency", "drop"))
+            # Same trials, same items, same number of samples: a paired test of trained against random.
+            rows[-1]["drop_p_vs_random"] = paired_t_test([r["drop"] for r in trained],
+                                                         [r["random_drop"] for r in trained])
+        # The random adversary of the first input kind's trials (each trial measures it on its own items).
+        first = by_input[min(by_input, key=lambda k: (k != "state", k))]
+        rows.append(_row(player, size, "random", first, "random_consistency", "random_drop"))
         searched = [dict(r, **{"search_c": r["search"]["consistency"], "search_d": r["search"]["drop"]})
                     for r in group if "search" in r]
         if searched:

@@ -36,6 +36,7 @@ class Plan:
     max_player_failures: int | None = DEFAULT_MAX_FAILURES
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     check_visibility: bool | None = None
+    adversaries: tuple[str, ...] = ("state",)
 
     def manifest(self, size: int) -> Path:
         return Path(self.out) / "minigames" / f"size_{size}.json"
@@ -43,24 +44,29 @@ class Plan:
     def trials(self) -> list[dict[str, Any]]:
         trials = []
         for player in self.players:
-            for size in self.sizes:
-                for minigame in range(self.minigames):
-                    for seed in range(self.seeds):
-                        trial_id = f"{player_slug(player)}__size{size}__mg{minigame}__seed{seed}"
-                        trials.append({
-                            "trial": trial_id, "player": player, "size": size, "minigame": minigame,
-                            "seed": seed, "steps": self.steps, "items": self.items,
-                            "minigames_file": str(self.manifest(size)),
-                            "run": str(Path(self.out) / "runs" / trial_id),
-                            "num_envs": self.num_envs, "eval_samples": self.eval_samples,
-                            "adversary_weights": self.adversary_weights,
-                            "player_timeout": self.player_timeout,
-                            "max_player_failures": self.max_player_failures,
-                            "max_error_rate": self.max_error_rate,
-                            "check_visibility": self.check_visibility,
-                            # The search baseline is deterministic per mini-game: run it with the first seed.
-                            "search_budget": self.search_budget if seed == 0 else 0,
-                        })
+            for adversary in self.adversaries:
+                # The state adversary's ids are as they were before pixel adversaries existed.
+                seen_as = "" if adversary == "state" else f"__{adversary}"
+                for size in self.sizes:
+                    for minigame in range(self.minigames):
+                        for seed in range(self.seeds):
+                            trial_id = f"{player_slug(player)}{seen_as}__size{size}__mg{minigame}__seed{seed}"
+                            trials.append({
+                                "trial": trial_id, "player": player, "adversary": adversary, "size": size,
+                                "minigame": minigame, "seed": seed, "steps": self.steps, "items": self.items,
+                                "minigames_file": str(self.manifest(size)),
+                                "run": str(Path(self.out) / "runs" / trial_id),
+                                "num_envs": self.num_envs, "eval_samples": self.eval_samples,
+                                "adversary_weights": self.adversary_weights,
+                                "player_timeout": self.player_timeout,
+                                "max_player_failures": self.max_player_failures,
+                                "max_error_rate": self.max_error_rate,
+                                "check_visibility": self.check_visibility,
+                                # The search baseline is deterministic per mini-game: run it once, with the
+                                # first seed of the first adversary.
+                                "search_budget": (self.search_budget
+                                                  if seed == 0 and adversary == self.adversaries[0] else 0),
+                            })
         return trials
 
 
@@ -79,12 +85,13 @@ def one_line(error: BaseException) -> str:
     return text[:600]
 
 
-RECORD_KEYS = ("trial", "player", "size", "minigame", "seed", "steps", "run")
+RECORD_KEYS = ("trial", "player", "adversary", "size", "minigame", "seed", "steps", "run")
 """What a record repeats of its trial: resume checks them, not only the id."""
 
 
 def same_trial(record: dict[str, Any], trial: dict[str, Any]) -> bool:
-    return all(record.get(k) == trial[k] for k in RECORD_KEYS if k != "run")
+    # Records from before pixel adversaries existed were all of the state adversary.
+    return all(record.get(k, "state" if k == "adversary" else None) == trial[k] for k in RECORD_KEYS if k != "run")
 
 
 def run_trial(trial: dict[str, Any]) -> dict[str, Any]:
@@ -115,11 +122,13 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         player=trial["player"], items=trial["items"], minigame_size=trial["size"],
         minigame=trial["minigame"], seed=trial["seed"], steps=trial["steps"], out=trial["run"],
         minigames_file=trial["minigames_file"], num_envs=trial["num_envs"],
-        eval_samples=trial["eval_samples"], adversary_weights=trial["adversary_weights"], progress=False,
+        eval_samples=trial["eval_samples"], progress=False,
+        # --adversary-weights is the state adversary's relation network; the pixel one uses its shipped file.
+        adversary_weights=trial["adversary_weights"] if trial.get("adversary", "state") == "state" else None,
         player_timeout=trial.get("player_timeout"),
         max_player_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
         max_error_rate=trial.get("max_error_rate", DEFAULT_MAX_ERROR_RATE),
-        check_visibility=trial.get("check_visibility"),
+        check_visibility=trial.get("check_visibility"), adversary=trial.get("adversary", "state"),
     ))
     record = {
         "player_queries": result["player_queries"], "player_errors": result["player_errors"],
