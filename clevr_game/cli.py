@@ -505,107 +505,6 @@ def _add_study_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_study_examples)
 
 
-# ------------------------------------------------------------------ exhaustive datasets, the examples study (issue 15)
-
-
-def _cmd_exhaustive(args: argparse.Namespace) -> int | None:
-    import shlex
-
-    from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
-
-    # The command as parsed, every option spelt out: it rebuilds the dataset however it was typed.
-    command = ["clevr-game", "exhaustive", "--objects", str(args.objects), "--hops", args.hops, "--seed",
-               str(args.seed), "--out", args.out, "--questions-per-family", str(args.questions_per_family)]
-    if args.stationary is not None:
-        command += ["--stationary", str(args.stationary)]
-    summary = build_exhaustive(ExhaustiveOptions(
-        objects=args.objects, hops=args.hops, seed=args.seed, out=args.out, stationary=args.stationary,
-        questions_per_family=args.questions_per_family, command=shlex.join(command),
-    ), log=print)
-    print(summary.last_line())
-    return 0
-
-
-def _add_exhaustive_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("exhaustive", help="every placement of a few objects on the 7 x 7 grid, with one-/two-hop "
-                       "questions; last line `scenes: V valid of T placements`")
-    p.add_argument("--objects", type=int, choices=[2, 3, 4], required=True)
-    p.add_argument("--hops", choices=["one", "two", "mix"], required=True,
-                   help="one-hop questions, two-hop questions, or both")
-    p.add_argument("--seed", type=random_seed, default=0, help="draws the base objects and the questions")
-    p.add_argument("--out", required=True)
-    p.add_argument("--stationary", type=non_negative_int, default=None,
-                   help="objects kept on one drawn cell (default: 1 of 4 objects, else none)")
-    p.add_argument("--questions-per-family", type=positive_int, default=4)
-    p.set_defaults(handler=_cmd_exhaustive)
-
-
-def _share_list(text: str) -> list[float]:
-    """Comma-separated shares strictly between 0 and 1 (`0.01,0.1,0.5`)."""
-    try:
-        shares = [float(part) for part in text.split(",")]
-    except ValueError:
-        shares = []
-    if not shares or not all(0.0 < share < 1.0 for share in shares):
-        raise argparse.ArgumentTypeError(f"must be comma-separated numbers strictly between 0 and 1, got {text!r}")
-    return shares
-
-
-def _cmd_study_examples(args: argparse.Namespace) -> int | None:
-    import json
-    import shlex
-
-    from benchmarks.examples_study import StudyOptions, run_study
-    from clevr_game.errors import InputError
-
-    try:
-        config = json.loads(args.config) if args.config else {}
-    except json.JSONDecodeError as exc:
-        raise InputError(f"--config: not JSON: {exc.msg} at character {exc.pos}") from None
-    if not isinstance(config, dict):
-        raise InputError("--config: expected a JSON object such as '{\"width\": 64}'")
-    command = ["clevr-game", "study", "examples", "--data", args.data, "--players", args.players, "--fractions",
-               ",".join(f"{f:g}" for f in args.fractions), "--trials", str(args.trials), "--out", args.out,
-               "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--learning-rate",
-               f"{args.learning_rate:g}", "--eval-every", str(args.eval_every), "--patience", str(args.patience),
-               "--seed", str(args.seed)]
-    if args.config:
-        command += ["--config", args.config]
-    outcome = run_study(StudyOptions(
-        data=args.data.split(","), players=args.players.split(","), fractions=args.fractions, trials=args.trials,
-        out=args.out, steps=args.steps, max_minutes=args.max_minutes, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, eval_every=args.eval_every, patience=args.patience, model_config=config,
-        seed=args.seed, threads=args.threads, command=shlex.join(command),
-    ))
-    print(f"trials: {outcome.recorded} of {outcome.planned} recorded; report: {outcome.report}")
-    return 0
-
-
-def _add_study_commands(sub: argparse._SubParsersAction) -> None:
-    study = sub.add_parser("study", help="experiments over datasets and players").add_subparsers(
-        dest="study", required=True)
-    p = study.add_parser("examples", help="accuracy on unseen placements against the share trained on "
-                         "(the paper's Figure 2); resumable; last line `trials: X of Y recorded; report: PATH`")
-    p.add_argument("--data", required=True, help="comma-separated `clevr-game exhaustive` folders")
-    p.add_argument("--players", default="state-transformer", help="comma-separated state players")
-    p.add_argument("--fractions", type=_share_list, default=_share_list("0.01,0.05,0.1,0.25,0.5,0.75,0.9"),
-                   help="shares of the scenes trained on")
-    p.add_argument("--trials", type=positive_int, default=10, help="random scene splits per fraction")
-    p.add_argument("--out", required=True, help="results folder (study.jsonl, report.md, figure.png)")
-    p.add_argument("--steps", type=positive_int, default=3000, help="step budget of each training run")
-    p.add_argument("--max-minutes", type=positive_float, default=None,
-                   help="stop the whole study after this long (the cut trial is not recorded; rerun to continue)")
-    p.add_argument("--batch-size", type=positive_int, default=128)
-    p.add_argument("--learning-rate", type=positive_float, default=1e-3)
-    p.add_argument("--eval-every", type=positive_int, default=100, help="steps between validation evaluations")
-    p.add_argument("--patience", type=positive_int, default=5,
-                   help="validation evaluations without a better accuracy before a run stops")
-    p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 64, \"layers\": 2}'")
-    p.add_argument("--seed", type=random_seed, default=0, help="seeds the splits and the models")
-    p.add_argument("--threads", type=positive_int, default=1, help="torch threads")
-    p.set_defaults(handler=_cmd_study_examples)
-
-
 # ------------------------------------------------------------------ entry point
 
 
@@ -621,8 +520,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_adversarial_training_commands(sub)
     _add_player_commands(sub)
     _add_render_commands(sub)
-    _add_exhaustive_commands(sub)
-    _add_study_commands(sub)
     _add_exhaustive_commands(sub)
     _add_study_commands(sub)
     return parser
