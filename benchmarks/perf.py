@@ -13,7 +13,7 @@ import time
 
 from benchmarks.timing import print_table
 
-SUITES = ("generate", "programs", "questions", "asp", "env", "adversary", "render")
+SUITES = ("generate", "programs", "questions", "asp", "env", "adversary", "render", "exhaustive")
 
 
 def main() -> None:

@@ -50,6 +50,7 @@ from clevr_game.programs import (
     compile_scene,
     program_to_json,
 )
+from clevr_game.programs.facts import RELATION_COUNT, Relations
 from clevr_game.programs.program import Program
 from clevr_game.questions import Instance, QuestionGenerator, default_templates
 from clevr_game.scene import (
@@ -270,16 +271,46 @@ class ChosenQuestion:
                 "answers": dict(sorted(counts.items()))}
 
 
+def relation_patterns(coords: np.ndarray, chunk: int = JUDGE_CHUNK) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct relation patterns of the scenes of `coords` (B, N, 3).
+
+    Returns (P, 4N) patterns (relation_masks rows, flattened), the first scene of
+    each, and each scene's pattern. The margin rule orders every pair along the
+    left and the front axes, so N objects have at most (N!)^2 patterns.
+    """
+    n = coords.shape[1]
+    masks = np.concatenate([relation_masks(coords[start:start + chunk]).reshape(-1, RELATION_COUNT * n)
+                            for start in range(0, len(coords), chunk)])
+    if RELATION_COUNT * n * n > 64:
+        _, first, pattern_of = np.unique(masks, axis=0, return_index=True, return_inverse=True)
+    else:
+        # One 64-bit key per scene (4N masks of N bits side by side): unique on a vector is far quicker than on rows.
+        shifts = np.arange(RELATION_COUNT * n, dtype=np.uint64) * np.uint64(n)
+        keys = np.bitwise_or.reduce(masks.astype(np.uint64) << shifts, axis=1)
+        _, first, pattern_of = np.unique(keys, return_index=True, return_inverse=True)
+    return masks[first], first, pattern_of.reshape(-1)
+
+
 def answer_programs(programs: list[Program], base: BaseObjects, coords: np.ndarray) -> list[list[str]]:
-    """Per program, its answer on every scene of `coords` (B, N, 3): one compiled scene, moved per placement."""
+    """Per program, its answer on every scene of `coords` (B, N, 3).
+
+    The base scene is compiled once and its facts moved (as `SceneFacts.with_coords`
+    does) to one scene per relation pattern: a program reads positions only through
+    relations, so every scene of a pattern has that scene's answers.
+    """
     facts = compile_scene(base.scene())
-    # Each program runs on every scene: generated code from the first answer on.
-    answer_of: list[Callable[[SceneFacts], str]] = [compile_program(p).generate() for p in programs]
-    answers: list[list[str]] = [[] for _ in programs]
-    for row in coords:
-        moved = facts.with_coords(row)
-        for answer, out in zip(answer_of, answers, strict=True):
-            out.append(answer(moved))
+    keys = [RELATION_COUNT * i + r for r in range(RELATION_COUNT) for i in range(facts.count)]  # relation_masks' order
+    patterns, first, pattern_of = relation_patterns(coords)
+    moved = []
+    for pattern, scene in zip(patterns.tolist(), first.tolist(), strict=True):
+        related = Relations(zip(keys, pattern, strict=True))
+        related.coords, related.directions = coords[scene], facts.directions
+        moved.append(SceneFacts((facts.masks, facts.values), related, facts.vocabulary, facts.directions))
+    answers = []
+    for program in programs:
+        answer = compile_program(program).answer
+        per_pattern = np.array([answer(f) for f in moved], dtype=object)
+        answers.append(per_pattern[pattern_of].tolist())
     return answers
 
 
@@ -374,11 +405,19 @@ def image_filename(index: int) -> str:
 
 
 def relation_masks(coords: np.ndarray) -> np.ndarray:
-    """(B, 4, N) bit sets: bit j of [b, r, i] when object j is RELATIONS[r] of object i (CLEVR's 0.2 rule)."""
-    directions = np.array([DEFAULT_DIRECTIONS[r] for r in RELATIONS], dtype=np.float64)
+    """(B, 4, N) bit sets: bit j of [b, r, i] when object j is RELATIONS[r] of object i (CLEVR's 0.2 rule).
+
+    Differences first, then the dot product summed left to right: the executor's own
+    float arithmetic (`programs.facts.Relations`), element by element.
+    """
     delta = coords[:, None, :, :] - coords[:, :, None, :]  # [b, i, j] = c_j - c_i
-    related = np.einsum("bijk,rk->brij", delta, directions) > RELATION_THRESHOLD
-    return (related * (1 << np.arange(coords.shape[1]))).sum(-1)
+    bits = 1 << np.arange(coords.shape[1])
+    rows = []
+    for relation in RELATIONS:
+        dx, dy, dz = (float(v) for v in DEFAULT_DIRECTIONS[relation])
+        along = delta[..., 0] * dx + delta[..., 1] * dy + delta[..., 2] * dz
+        rows.append(((along > RELATION_THRESHOLD) * bits).sum(-1))
+    return np.stack(rows, axis=1)
 
 
 def write_scenes(path: Path, base: BaseObjects, coords: np.ndarray, info: dict[str, Any]) -> None:
