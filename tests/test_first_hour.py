@@ -202,6 +202,13 @@ def test_output_paths_are_printed_clean_and_files_follow_the_umask(tmp_path, cap
         assert (tmp_path / "data" / name).stat().st_mode & 0o777 == 0o640
 
 
+def test_poc_generate_prints_clean_paths(tmp_path, capsys):
+    assert main(["poc", "generate", "--environments", "1", "--items", "2", "--seed", "11",
+                 "--out", f"{tmp_path}/poc/"]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {tmp_path}/poc/environments and " in printed and "//" not in printed
+
+
 @pytest.mark.parametrize("writer", ["render cache copy", "image stack", "player file"])
 def test_other_atomic_writers_follow_the_umask(tmp_path, writer):
     target = tmp_path / "out" / "file"

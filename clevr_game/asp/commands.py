@@ -38,7 +38,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         args.out, args.environments, args.items, args.seed,
         min_objects=args.min_objects, max_objects=args.max_objects,
     )
-    print(f"wrote {args.out}/environments and {path}")
+    print(f"wrote {Path(args.out) / 'environments'} and {path}")
     return 0
 
 
