@@ -108,14 +108,14 @@ class ExhaustiveOptions:
             raise InputError(f"--objects {self.objects}: expected one of {', '.join(map(str, OBJECT_COUNTS))}")
         if self.hops not in HOPS:
             raise InputError(f"--hops {self.hops!r}: expected one of {', '.join(HOPS)}")
-        if not 0 <= self.still < self.objects:
+        if not 0 <= self.stationary_count < self.objects:
             raise InputError(f"--stationary {self.stationary}: expected 0..{self.objects - 1} "
                              f"(at least one of the {self.objects} objects must move)")
         if self.questions_per_family < 1:
             raise InputError(f"--questions-per-family {self.questions_per_family}: expected at least 1")
 
     @property
-    def still(self) -> int:
+    def stationary_count(self) -> int:
         """The number of stationary objects, the default filled in."""
         return DEFAULT_STATIONARY[self.objects] if self.stationary is None else self.stationary
 
@@ -178,14 +178,14 @@ def draw_base(objects: int, stationary: int, seed: int) -> BaseObjects:
     rotations = rng.uniform(0.0, 360.0, objects)
     radii = np.array([CLEVR.radius(d[0]) for d in descriptions])
     cells = grid_cells()
-    still = list(range(objects - stationary, objects))
+    kept_in_place = list(range(objects - stationary, objects))
     chosen = np.zeros(0, dtype=np.int64)
     while stationary:
         chosen = rng.choice(len(cells), stationary, replace=False)
-        if judge_batch(cells[chosen][None], radii[still][None], np.ones((1, stationary), dtype=bool)).ok[0]:
+        if judge_batch(cells[chosen][None], radii[kept_in_place][None], np.ones((1, stationary), dtype=bool)).ok[0]:
             break
     cell_of = [-1] * objects
-    for i, cell in zip(still, chosen.tolist(), strict=True):
+    for i, cell in zip(kept_in_place, chosen.tolist(), strict=True):
         cell_of[i] = cell
     built = []
     for i, (description, rotation) in enumerate(zip(descriptions, rotations.tolist(), strict=True)):
@@ -491,7 +491,7 @@ def build_exhaustive(options: ExhaustiveOptions, log: Callable[[str], None] | No
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     base_seed, question_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(options.seed).spawn(2))
-    base = draw_base(options.objects, options.still, base_seed)
+    base = draw_base(options.objects, options.stationary_count, base_seed)
     placements = enumerate_placements(base)
     seconds["judge"] = time.perf_counter() - started
     log(f"judged {placements.total} placements in {seconds['judge']:.2f} s: {placements.valid} valid")

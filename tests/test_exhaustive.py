@@ -69,8 +69,8 @@ def test_the_grid_is_the_adversarys_absolute_grid():
 
 def test_four_objects_keep_one_in_place_by_default():
     options = ExhaustiveOptions(objects=4, hops="mix", seed=0, out="unused")
-    base = draw_base(4, options.still, seed=5)
-    assert options.still == 1 and base.stationary == (3,)
+    base = draw_base(4, options.stationary_count, seed=5)
+    assert options.stationary_count == 1 and base.stationary == (3,)
     placements = enumerate_placements(base)
     assert placements.total == 49**3
     xy = placement_xy(base, placements.cells)
