@@ -22,7 +22,7 @@ from clevr_game.cli_types import (
     positive_int_list,
     random_seed,
 )
-from clevr_game.errors import ClevrGameError, RunFailed
+from clevr_game.errors import ClevrGameError, InputError, RunFailed
 from players.guard import add_limit_options, limits_from_args
 
 Handler = Callable[[argparse.Namespace], int | None]
@@ -243,7 +243,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
         out=str(out),
         eval_samples=preset.eval_samples,
         search_budget=preset.search_budget,
-        adversary_weights=args.adversary_weights,
+        adversary_weights=args.adversary_weights, adversaries=tuple(_adversaries(args.adversaries)),
         player_timeout=limits["timeout_s"], max_player_failures=limits["max_failures"],
         max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
     )
@@ -258,6 +258,16 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
     print(f"trials: {total} finished: {len(records) - failed} failed: {failed}")
     print(f"report: {md} {page}")
     return 1 if failed else 0
+
+
+def _adversaries(text: str) -> list[str]:
+    from agents.attack import ADVERSARY_INPUTS
+
+    chosen = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in chosen if a not in ADVERSARY_INPUTS]
+    if unknown or not chosen:
+        raise InputError(f"--adversaries {text!r}: expected a comma-separated list of {', '.join(ADVERSARY_INPUTS)}")
+    return chosen
 
 
 def _cmd_report(args: argparse.Namespace) -> int | None:
