@@ -1,17 +1,27 @@
 """A player behind an HTTP endpoint: POST {"queries": [...]} -> {"answers": [...]} (docs/players.md).
 
-Standard library only (urllib). A failed request (connection refused, timeout, an
-HTTP error status, a body that is not the expected JSON) fails every query of that
-request with one line naming the cause; a bad single answer fails only its query.
+Built on httpx. A failed request (connection refused, the deadline passed, an HTTP
+error status, a redirect, a body that is not the expected JSON) fails every query
+of that request with one line naming the cause; a bad single answer fails only its
+query.
+
+`timeout_s` is a deadline for the whole request: connecting, sending the body and
+reading the full response. Per-operation socket timeouts alone would let a server
+that trickles one byte at a time hold a request for ever, so a timer also shuts the
+connection down when the deadline passes. Redirects are not followed, except 307
+and 308 to the same scheme, host and port (they keep method and body): the request
+carries the body and the caller's `headers`, which must not reach another server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import urllib.error
-import urllib.request
+import socket
+import threading
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from players.protocol import (
     NEED_SCENE,
@@ -25,13 +35,95 @@ from players.protocol import (
     shown,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""A longer response body fails its request: answers to one batch are far smaller."""
+
+MAX_SAME_ORIGIN_REDIRECTS = 5
+
+_FOLLOWED_REDIRECTS = (307, 308)  # the only codes that keep method and body
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
 
 class _RequestFailed(Exception):
     """A request that produced no usable list of answers; the message is one line."""
 
 
+class _Deadline:
+    """Shuts down the request's connection when `timeout_s` has passed.
+
+    httpx learns of the connection through httpcore's documented `trace` extension;
+    shutting the socket down wakes a read or write blocked on it at once.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._end = time.monotonic() + timeout_s
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._finished = False
+        self.passed = False
+        self._timer = threading.Timer(timeout_s, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._finished = True
+
+    def left_s(self) -> float:
+        """Seconds left; raises _RequestFailed once the deadline has passed."""
+        left = self._end - time.monotonic()
+        if left <= 0 or self.passed:
+            raise self.failure()
+        return left
+
+    def failure(self) -> _RequestFailed:
+        return _RequestFailed(f"no complete response within {self.timeout_s:g} s")
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's trace hook: remember each socket a connection opens (TCP, then TLS)."""
+        if not event.endswith((".connect_tcp.complete", ".start_tls.complete")):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            self._sockets.append(sock)
+            expired = self.passed and not self._finished
+        if expired:  # connected just as the timer fired
+            self._shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self.passed = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        # Already closed by httpx: shutdown then fails, which is fine.
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 class HttpPlayer(Player):
-    """A player served at `url`; `max_batch_size` splits large batches into several requests."""
+    """A player served at `url`; `max_batch_size` splits large batches into several requests.
+
+    `timeout_s` bounds each whole request (connect, send, full response);
+    `headers` are added to every request and are never sent to another host.
+    Environment proxies and .netrc are not used.
+    """
 
     def __init__(
         self,
@@ -52,7 +144,8 @@ class HttpPlayer(Player):
         self.name = name or url
         self.timeout_s = timeout_s
         self.max_batch_size = max_batch_size
-        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        # identity: a compressed body could expand far past MAX_RESPONSE_BYTES in one chunk.
+        self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity", **(headers or {})}
 
     def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
         size = self.max_batch_size or max(len(queries), 1)
@@ -70,21 +163,7 @@ class HttpPlayer(Player):
 
     def _post(self, wire_queries: list[dict[str, Any]], expected: int) -> list[Any]:
         body = json.dumps({"queries": wire_queries}, separators=(",", ":")).encode("utf-8")
-        request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as exc:
-            raise _RequestFailed(f"POST failed with HTTP {exc.code} {exc.reason}") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise _RequestFailed(f"no response within {self.timeout_s:g} s") from None
-            raise _RequestFailed(f"POST failed: {_reason(exc.reason)}") from None
-        except TimeoutError:
-            raise _RequestFailed(f"no response within {self.timeout_s:g} s") from None
-        except (ConnectionError, OSError) as exc:
-            # e.g. the server closed the connection mid-response.
-            raise _RequestFailed(f"POST failed: {_reason(exc)}") from None
+        payload = self._fetch(body)
         try:
             data = json.loads(payload.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
@@ -96,10 +175,93 @@ class HttpPlayer(Player):
             raise _RequestFailed(f"response has {len(answers)} answers for {expected} queries")
         return answers
 
+    def _fetch(self, body: bytes) -> bytes:
+        """The body of a 2xx response to POST `body`, within the deadline; _RequestFailed otherwise."""
+        import httpx  # imported on first use: the command line stays quick to start
 
-def _reason(reason: Any) -> str:
-    if isinstance(reason, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(reason, OSError) and reason.strerror:
-        return one_line(reason.strerror.lower())
-    return one_line(str(reason))
+        with _Deadline(self.timeout_s) as deadline:
+            try:
+                with httpx.Client(follow_redirects=False, trust_env=False) as client:
+                    return self._post_following_same_origin(client, httpx.URL(self.url), body, deadline)
+            except _RequestFailed:
+                raise
+            except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, ValueError) as exc:
+                if deadline.passed or isinstance(exc, httpx.TimeoutException):
+                    raise deadline.failure() from None
+                raise _RequestFailed(f"POST failed: {_reason(exc)}") from None
+
+    def _post_following_same_origin(
+        self, client: httpx.Client, url: httpx.URL, body: bytes, deadline: _Deadline
+    ) -> bytes:
+        import httpx
+
+        for _ in range(MAX_SAME_ORIGIN_REDIRECTS + 1):
+            left = deadline.left_s()
+            request = client.build_request(
+                "POST", url, content=body, headers=self.headers,
+                timeout=httpx.Timeout(left), extensions={"trace": deadline.trace},
+            )
+            response = client.send(request, stream=True)
+            try:
+                if response.status_code not in _FOLLOWED_REDIRECTS or "location" not in response.headers:
+                    return _checked_body(response, deadline)
+                target = _redirect_target(url, response)
+            finally:
+                response.close()
+            url = target
+        raise _RequestFailed(f"POST redirected more than {MAX_SAME_ORIGIN_REDIRECTS} times")
+
+
+def _checked_body(response: httpx.Response, deadline: _Deadline) -> bytes:
+    """The body of a 2xx response, read under the deadline; _RequestFailed for any other status."""
+    status = response.status_code
+    if 300 <= status < 400:
+        location = response.headers.get("location")
+        target = f" to {shown(location)}" if location is not None else " without a Location"
+        raise _RequestFailed(
+            f"POST redirected with HTTP {status}{target}: not followed "
+            "(only 307/308 to the same scheme, host and port are)"
+        )
+    if not 200 <= status < 300:
+        raise _RequestFailed(f"POST failed with HTTP {status} {one_line(response.reason_phrase)}".rstrip())
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        deadline.left_s()
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise _RequestFailed(f"response longer than {MAX_RESPONSE_BYTES} bytes")
+        chunks.append(chunk)
+    deadline.left_s()
+    return b"".join(chunks)
+
+
+def _redirect_target(url: httpx.URL, response: httpx.Response) -> httpx.URL:
+    """The Location of a 307/308 when it keeps scheme, host and port; _RequestFailed otherwise."""
+    location = response.headers["location"]
+    try:
+        target = url.join(location)
+    except Exception:  # httpx raises several types for a malformed URL
+        raise _RequestFailed(f"POST redirected with HTTP {response.status_code} to a malformed URL {shown(location)}") from None
+    if _origin(target) != _origin(url):
+        raise _RequestFailed(
+            f"POST redirected with HTTP {response.status_code} to {shown(location)}: not followed "
+            "(only 307/308 to the same scheme, host and port are)"
+        )
+    return target
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port or _DEFAULT_PORTS.get(url.scheme))
+
+
+def _reason(error: BaseException) -> str:
+    """The root cause of a failed request in a few words (`connection refused`)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, OSError) and cause.strerror:
+            return one_line(cause.strerror.lower())
+        cause = cause.__cause__ or cause.__context__
+    return one_line(str(error) or type(error).__name__)

@@ -3,24 +3,31 @@
 The whole batch is written by a writer thread while reader threads drain stdout and
 stderr, so neither side can block on a full pipe. Each answer must arrive within
 `timeout_s` of the previous one (plus `startup_timeout_s` for the first answer of a
-fresh process, which may be loading a model). A hang, a crash, a garbage line, a
-wrong id or an answer outside the vocabulary becomes an error answer for the query
-it concerns; after a hang or a crash the process is replaced and the rest of the
-batch is sent to the new one.
+fresh process, which may be loading a model). A hang, a crash or an answer outside
+the vocabulary becomes an error answer for the query it concerns; after a hang or a
+crash the process is replaced and the rest of the batch is sent to the new one.
+
+A stdout line that answers no awaited query (a start-up banner, a stray print, a
+line that is not JSON, an id not in the batch) is skipped and counted in
+`protocol_warnings`, so one stray line cannot shift every later answer onto the
+wrong query. An answer with the id of a later query of the batch means the
+current query was skipped: it fails, and the line answers its own query.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import shlex
 import signal
 import subprocess
 import threading
+import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +46,8 @@ from players.protocol import (
 _STDERR_LINES_KEPT = 20
 _EXIT_WAIT_S = 1.0  # for the exit code of a process that closed its stdout
 _STOP_GRACE_S = 1.0  # for a process to exit by itself once its stdin is closed
+
+_log = logging.getLogger(__name__)
 
 
 class _Timeout:
@@ -71,6 +80,7 @@ class _Process:
         )
         self.answered_any = False
         self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._put_back: deque[bytes] = deque()
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES_KEPT)
         self._writer: threading.Thread | None = None
         self._stdout_pump = threading.Thread(target=self._pump_stdout, daemon=True)
@@ -110,10 +120,16 @@ class _Process:
 
     def next_line(self, timeout_s: float) -> bytes | None | _Timeout:
         """The next stdout line, None at end of output, or _TIMED_OUT."""
+        if self._put_back:
+            return self._put_back.popleft()
         try:
-            return self._lines.get(timeout=timeout_s)
+            return self._lines.get(timeout=max(timeout_s, 0.0))
         except queue.Empty:
             return _TIMED_OUT
+
+    def put_back(self, line: bytes) -> None:
+        """Make `line` the next one `next_line` returns."""
+        self._put_back.appendleft(line)
 
     def exit_description(self) -> str:
         """`exited with code 3` / `was killed by signal 9` / `closed its stdout`."""
@@ -199,6 +215,8 @@ class SubprocessPlayer(Player):
         self.env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
         self.restarts = 0
         """Processes replaced after a hang or a crash, over the player's life."""
+        self.protocol_warnings = 0
+        """Stdout lines skipped because they answer no awaited query, over the player's life."""
         self._process: _Process | None = None
         self._failures_in_row = 0
         self._last_failure = ""
@@ -221,8 +239,10 @@ class SubprocessPlayer(Player):
                     answers.append(process)
                     continue
                 process.send(self._encode(pending))
+                unanswered = Counter(q.item_id for q in pending)
                 for query in pending:
-                    outcome = self._read_answer(process, query)
+                    unanswered[query.item_id] -= 1
+                    outcome = self._read_answer(process, query, unanswered)
                     answers.append(outcome.answer)
                     if outcome.process_lost:
                         self._lose_process(outcome.answer.error or "")
@@ -263,30 +283,62 @@ class SubprocessPlayer(Player):
         self._failures_in_row += 1
         self._last_failure = error.removeprefix(f"{self.name}: ") or "unknown failure"
 
-    def _read_answer(self, process: _Process, query: Query) -> _ReadOutcome:
+    def _read_answer(self, process: _Process, query: Query, later: Counter[str]) -> _ReadOutcome:
+        """The answer to `query`, skipping lines that answer no awaited query.
+
+        `later` counts the ids of the batch's queries still to come after `query`.
+        """
         where = f"{self.name}: query {query.item_id!r}"
         timeout_s = self.timeout_s + (0.0 if process.answered_any else self.startup_timeout_s)
-        line = process.next_line(timeout_s)
-        if isinstance(line, _Timeout):
-            return _ReadOutcome(
-                Answer.failed(query.item_id, f"{where}: no answer within {timeout_s:g} s (hang); process killed"),
-                process_lost=True,
+        # Stray lines do not extend the wait: a chatty process that never answers is a hang.
+        deadline = time.monotonic() + timeout_s
+        skipped = _Skipped()
+        while True:
+            line = process.next_line(deadline - time.monotonic())
+            if isinstance(line, _Timeout):
+                return _ReadOutcome(
+                    Answer.failed(
+                        query.item_id,
+                        f"{where}: no answer within {timeout_s:g} s (hang{skipped.note()}); process killed",
+                    ),
+                    process_lost=True,
+                )
+            if line is None:
+                stderr = process.last_stderr()
+                said = f" (last stderr: {stderr})" if stderr else ""
+                return _ReadOutcome(
+                    Answer.failed(
+                        query.item_id,
+                        f"{where}: process {process.exit_description()} before answering{said}{skipped.note()}",
+                    ),
+                    process_lost=True,
+                )
+            data, answer_id = _decoded(line)
+            if answer_id == query.item_id:
+                process.answered_any = True
+                self._failures_in_row = 0  # it is alive and answering
+                return _ReadOutcome(answer_from_wire(query, data, self.name))
+            if answer_id is not None and later[answer_id] > 0:
+                # The player skipped this query; the line is the answer of a later one.
+                process.put_back(line)
+                return _ReadOutcome(
+                    Answer.failed(
+                        query.item_id,
+                        f"{where}: no answer: the player answered {shown(answer_id)} first "
+                        "(answers must come in query order)",
+                    )
+                )
+            skipped.add(line.decode("utf-8", "replace").rstrip("\r\n"))
+            self._warn_stray_line(skipped.last)
+
+    def _warn_stray_line(self, text: str) -> None:
+        self.protocol_warnings += 1
+        if self.protocol_warnings == 1:
+            _log.warning(
+                "%s: skipped a stdout line that answers no awaited query: %s "
+                "(stdout is for answers only; further skipped lines are counted in protocol_warnings)",
+                self.name, shown(text),
             )
-        if line is None:
-            stderr = process.last_stderr()
-            said = f" (last stderr: {stderr})" if stderr else ""
-            return _ReadOutcome(
-                Answer.failed(query.item_id, f"{where}: process {process.exit_description()} before answering{said}"),
-                process_lost=True,
-            )
-        process.answered_any = True
-        self._failures_in_row = 0  # it is alive and talking
-        try:
-            data = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            text = line.decode("utf-8", "replace").rstrip("\n")
-            return _ReadOutcome(Answer.failed(query.item_id, f"{where}: malformed JSON answer line {shown(text)}"))
-        return _ReadOutcome(answer_from_wire(query, data, self.name))
 
     # ------------------------------------------------------------ life cycle
 
@@ -301,3 +353,33 @@ class SubprocessPlayer(Player):
     def pid(self) -> int | None:
         """The id of the running process, if one is running."""
         return self._process.popen.pid if self._process is not None else None
+
+
+def _decoded(line: bytes) -> tuple[object, str | None]:
+    """The JSON value of a stdout line and its answer id (None when it has none)."""
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None, None
+    if not isinstance(data, dict) or "id" not in data or isinstance(data["id"], (dict, list)):
+        return data, None
+    return data, str(data["id"])
+
+
+class _Skipped:
+    """The stray lines skipped while waiting for one answer: how many, and the last."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last = ""
+
+    def add(self, text: str) -> None:
+        self.count += 1
+        self.last = text
+
+    def note(self) -> str:
+        """`; 2 stray lines skipped, last 'loading...'` for an error line, or nothing."""
+        if not self.count:
+            return ""
+        plural = "s" if self.count > 1 else ""
+        return f"; {self.count} stray line{plural} skipped, last {shown(self.last)}"

@@ -12,7 +12,6 @@ import os
 import socket
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,7 +39,10 @@ from players.examples.majority_player import answer_question
 from players.protocol import query_to_wire
 
 REPO = Path(__file__).resolve().parents[1]
-FAST = {"timeout_s": 0.5, "startup_timeout_s": 5.0}
+# Healthy players get budgets no loaded machine reaches; only a player that hangs for
+# ever meets HANG_TIMEOUT_S, and tests assert on what happened, not on how long it took.
+GENEROUS = {"timeout_s": 30.0, "startup_timeout_s": 30.0}
+HANG_TIMEOUT_S = 2.0
 
 # A player that answers right (by running the program when it is sent) unless the
 # question names a fault to show.
@@ -56,13 +58,14 @@ for line in sys.stdin:
         sys.stderr.flush()
         sys.exit(3)
     elif question == "hang":
-        time.sleep(30)
+        while True:
+            time.sleep(60)
     elif question == "garbage":
-        answer = "this is not json"
+        print("this is not json", flush=True)  # skipped: the answer follows
     elif question == "oov":
         answer["answer"] = "banana"
     elif question == "wrongid":
-        answer["id"] = "not-" + query["id"]
+        print(json.dumps({"id": "not-" + query["id"], "answer": "no"}), flush=True)
     elif question == "error":
         answer = {"id": query["id"], "error": "model failed"}
     elif question == "pad":
@@ -114,7 +117,7 @@ def _player_env() -> dict[str, str]:
 
 
 def _faulty(script: Path, **kwargs: Any) -> SubprocessPlayer:
-    options = {**FAST, "needs": {"scene", "program"}, "env": _player_env(), **kwargs}
+    options = {**GENEROUS, "needs": {"scene", "program"}, "env": _player_env(), **kwargs}
     return SubprocessPlayer([sys.executable, str(script)], **options)
 
 
@@ -237,7 +240,7 @@ def test_majority_example_answers_by_its_rule(tiny_scene: Scene) -> None:
                  "What shape is the small thing?", "Is there a cube?"]
     expected = ["2", "red", "rubber", "cube", "yes"]
     queries = [Query(f"q{i}", text, tiny_scene) for i, text in enumerate(questions)]
-    with load("majority", **FAST) as player:
+    with load("majority", **GENEROUS) as player:
         answers = player.answer_batch(queries)
     assert [a.text for a in answers] == expected
     assert [answer_question(q, tiny_scene.to_json()) for q in questions] == expected
@@ -257,39 +260,39 @@ def test_subprocess_player_survives_a_crash_mid_batch(tiny_scene: Scene, faulty_
 
 
 def test_subprocess_player_kills_a_hang_and_goes_on(tiny_scene: Scene, faulty_script: Path) -> None:
-    with _faulty(faulty_script) as player:
+    # The first answer of each process may take startup_timeout_s: only the hang meets the short timeout.
+    with _faulty(faulty_script, timeout_s=HANG_TIMEOUT_S) as player:
         player.answer_batch(_ask(["ok"], tiny_scene))
         hung_pid = player.pid
-        started = time.monotonic()
         answers = player.answer_batch(_ask(["hang", "ok", "ok"], tiny_scene))
-        elapsed = time.monotonic() - started
         assert hung_pid is not None and _gone(hung_pid)
         assert player.pid != hung_pid and player.restarts == 1
-    assert answers[0].error == f"{player.name}: query 'q0': no answer within 0.5 s (hang); process killed"
+    assert answers[0].error == f"{player.name}: query 'q0': no answer within 2 s (hang); process killed"
     assert [a.text for a in answers] == [None, "yes", "yes"]
-    assert elapsed < 5.0
 
 
-def test_subprocess_player_records_bad_lines_without_restarting(
+def test_subprocess_player_records_bad_answers_and_skips_stray_lines_without_restarting(
     tiny_scene: Scene, faulty_script: Path
 ) -> None:
     with _faulty(faulty_script) as player:
-        answers = player.answer_batch(_ask(["garbage", "oov", "wrongid", "error", "ok"], tiny_scene))
+        answers = player.answer_batch(_ask(["garbage", "oov", "wrongid", "error", "ok", "pad"], tiny_scene))
         assert player.restarts == 0
+        assert player.protocol_warnings == 2  # the line that is not JSON, the one with an id not asked
     where = f"{player.name}: query"
     assert [a.error for a in answers] == [
-        f"{where} 'q0': malformed JSON answer line 'this is not json'",
+        None,
         f"{where} 'q1': answer 'banana' is not in the clevr answer vocabulary",
-        f"{where} 'q2': answer has the wrong id 'not-q2' (answers must come in query order)",
+        None,
         f"{where} 'q3': player reported an error: model failed",
         None,
+        None,
     ]
-    assert answers[-1].text == "yes"
+    assert [a.text for a in answers] == ["yes", None, "yes", None, "yes", "yes"]
 
 
 def test_subprocess_player_gives_up_on_a_player_that_never_starts(tiny_scene: Scene) -> None:
     command = [sys.executable, "-c", "import sys; sys.stderr.write('no weights found\\n'); sys.exit(2)"]
-    with SubprocessPlayer(command, max_restarts=1, **FAST) as player:
+    with SubprocessPlayer(command, max_restarts=1, **GENEROUS) as player:
         answers = player.answer_batch(_ask(["a", "b", "c", "d"], tiny_scene))
     assert answers[0].error == (
         f"{player.name}: query 'q0': process exited with code 2 before answering (last stderr: no weights found)"
@@ -303,7 +306,7 @@ def test_subprocess_player_gives_up_on_a_player_that_never_starts(tiny_scene: Sc
 
 
 def test_subprocess_player_reports_a_command_that_cannot_start(tiny_scene: Scene) -> None:
-    with SubprocessPlayer(["/nonexistent/vqa-model"], max_restarts=0, **FAST) as player:
+    with SubprocessPlayer(["/nonexistent/vqa-model"], max_restarts=0, **GENEROUS) as player:
         answers = player.answer_batch(_ask(["a", "b"], tiny_scene))
     assert answers[0].error == (
         f"{player.name}: query 'q0': cannot start /nonexistent/vqa-model: No such file or directory"
@@ -318,7 +321,7 @@ def test_subprocess_player_streams_a_large_batch_without_deadlock(
     scene = real_items[0][0].scene
     queries = [Query(f"q{i}", "pad", scene) for i in range(400)]
     assert sum(len(json.dumps(query_to_wire(q, frozenset({"scene"})))) for q in queries) > 500_000
-    with _faulty(faulty_script, needs={"scene"}, timeout_s=5.0) as player:
+    with _faulty(faulty_script, needs={"scene"}) as player:
         answers = player.answer_batch(queries)
     assert [a.item_id for a in answers] == [q.item_id for q in queries]
     assert {a.text for a in answers} == {"yes"}
@@ -332,8 +335,11 @@ def test_subprocess_player_detects_a_hang_while_its_stdin_is_full(
     queries = _ask(["ok", "hang"], scene) + [Query(f"r{i}", "ok", scene) for i in range(150)]
     assert sum(len(json.dumps(query_to_wire(q, frozenset({"scene"})))) for q in queries) > 200_000
     with _faulty(faulty_script, needs={"scene"}) as player:
+        player.answer_batch(queries[:1])  # started: the hang below meets the short timeout
+        player.timeout_s = HANG_TIMEOUT_S
         answers = player.answer_batch(queries)
-    assert answers[1].error == f"{player.name}: query 'q1': no answer within 0.5 s (hang); process killed"
+        player.timeout_s = GENEROUS["timeout_s"]
+    assert answers[1].error == f"{player.name}: query 'q1': no answer within 2 s (hang); process killed"
     assert [a.text for a in answers[2:]] == ["yes"] * 150
 
 
@@ -433,7 +439,7 @@ def test_http_player_answers_real_questions_like_the_oracle(
     server: _PlayerServer, real_items: tuple[list[Query], list[str]]
 ) -> None:
     queries, expected = real_items
-    player = load(_url(server), needs={"scene", "program"}, timeout_s=5.0, max_batch_size=4)
+    player = load(_url(server), needs={"scene", "program"}, timeout_s=GENEROUS["timeout_s"], max_batch_size=4)
     assert isinstance(player, HttpPlayer)
     answers = player.answer_batch(queries)
     assert [a.text for a in answers] == expected
@@ -446,23 +452,25 @@ def test_http_player_answers_real_questions_like_the_oracle(
         ("status500", "POST failed with HTTP 500 model exploded"),
         ("garbage", "malformed JSON response '<html>not json</html>'"),
         ("short", "response has 1 answers for 2 queries"),
-        ("slow", "no response within 0.5 s"),
+        ("slow", "no complete response within 0.5 s"),
     ],
 )
 def test_http_player_fails_the_request_in_one_line_and_recovers(
     server: _PlayerServer, tiny_scene: Scene, mode: str, error: str
 ) -> None:
-    player = HttpPlayer(_url(server), timeout_s=0.5)
+    # Only the server that never answers needs a short timeout to show.
+    player = HttpPlayer(_url(server), timeout_s=0.5 if mode == "slow" else GENEROUS["timeout_s"])
     server.mode = mode
     answers = player.answer_batch(_ask(["ok", "ok"], tiny_scene))
     assert [a.error for a in answers] == [f"{player.name}: query 'q{i}': {error}" for i in range(2)]
     server.release.set()
     server.mode = "ok"
+    player.timeout_s = GENEROUS["timeout_s"]
     assert [a.text for a in player.answer_batch(_ask(["ok", "ok"], tiny_scene))] == ["yes", "yes"]
 
 
 def test_http_player_fails_single_bad_answers_only(server: _PlayerServer, tiny_scene: Scene) -> None:
-    player = HttpPlayer(_url(server), timeout_s=2.0, name="remote")
+    player = HttpPlayer(_url(server), timeout_s=GENEROUS["timeout_s"], name="remote")
     answers = player.answer_batch(_ask(["oov", "ok", "wrongid"], tiny_scene))
     assert [a.error for a in answers] == [
         "remote: query 'q0': answer 'banana' is not in the clevr answer vocabulary",
@@ -476,7 +484,7 @@ def test_http_player_reports_connection_refused(tiny_scene: Scene) -> None:
     with socket.socket() as probe:  # a port that was free a moment ago has no listener
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    player = HttpPlayer(f"http://127.0.0.1:{port}/", timeout_s=0.5, name="down")
+    player = HttpPlayer(f"http://127.0.0.1:{port}/", timeout_s=GENEROUS["timeout_s"], name="down")
     answers = player.answer_batch(_ask(["ok"], tiny_scene))
     assert answers[0].error == "down: query 'q0': POST failed: connection refused"
 

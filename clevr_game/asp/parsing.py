@@ -8,7 +8,8 @@ constraint are its English sentence.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import clingo
@@ -46,22 +47,74 @@ class ParsedProgram:
     helper_rules: int  # plain rules defining predicates other than object/1
 
 
-def _walk(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
+QUERY_PREDICATES: tuple[str, ...] = ("query", "missing")
+"""A question's answers are the values Q of query(Q) or missing(Q); an environment may not define them."""
+
+RESERVED_PREFIX = "clevr_game_"
+"""Predicates the solver adds to a question; user programs may not name them."""
+
+# Directives that make clingo read files or run code while parsing or grounding.
+_REACHING_OUT = re.compile(r"#\s*(include|script|external)")
+
+
+def check_self_contained(text: str, name: str) -> None:
+    """InputError unless `text` is plain ASP that reads nothing and runs nothing outside itself.
+
+    clingo reads an `#include`d file while it parses, before any statement can be
+    inspected, so the raw text is searched. Only lines that begin with `%` (not
+    `%*`) are skipped: those are comments to clingo wherever they stand, since a
+    string cannot span lines. Other comments are searched too, which may reject a
+    comment that merely names a directive, never miss a real one.
+    """
+    for number, line in enumerate(text.split("\n"), start=1):
+        stripped = line.lstrip(" \t")
+        if stripped.startswith("%") and not stripped.startswith("%*"):
+            continue
+        match = _REACHING_OUT.search(line)
+        if match:
+            raise InputError(
+                f"{name}: line {number}: unsupported statement '#{match.group(1)}' "
+                "(a program must be self-contained: no #include, #script or #external)"
+            )
+
+
+def check_no_external_calls(statements: Iterable[clingo_ast.AST], name: str) -> None:
+    """InputError for a `#script` block or an `@f(...)` term, which would run code while grounding."""
+    for statement in statements:
+        where = f"{name}: line {statement.location.begin.line}"
+        if statement.ast_type in (clingo_ast.ASTType.Script, clingo_ast.ASTType.External):
+            raise InputError(
+                f"{where}: unsupported statement (a program must be self-contained: no #include, #script or #external)"
+            )
+        for node in walk(statement):
+            if node.ast_type == clingo_ast.ASTType.Function and node.external:
+                raise InputError(f"{where}: unsupported term '@{node.name}' (it calls a function outside the program)")
+
+
+def parse_self_contained(text: str, name: str) -> list[clingo_ast.AST]:
+    """Statements of a user's ASP text that reads no file and runs no code; InputError otherwise."""
+    check_self_contained(text, name)
+    statements = parse_program(text, name)
+    check_no_external_calls(statements, name)
+    return statements
+
+
+def walk(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
     yield node
     for key in node.child_keys:
         child = getattr(node, key)
         if child is None:
             continue
         if isinstance(child, clingo_ast.AST):
-            yield from _walk(child)
+            yield from walk(child)
         else:
             for item in child:
-                yield from _walk(item)
+                yield from walk(item)
 
 
 def atoms_below(node: clingo_ast.AST) -> Iterator[clingo_ast.AST]:
     """Function nodes used as atoms (predicate name and arguments) below `node`."""
-    for sub in _walk(node):
+    for sub in walk(node):
         if sub.ast_type != clingo_ast.ASTType.SymbolicAtom:
             continue
         symbol = sub.symbol
@@ -141,7 +194,7 @@ def constraints_of(statements: tuple[clingo_ast.AST, ...], text: str, name: str)
 
 def parse_environment(text: str, name: str, vocabulary: Vocabulary = CLEVR_POC) -> ParsedProgram:
     """Parse and validate an environment text; InputError names `name`, the line and the item."""
-    statements = parse_program(text, name)
+    statements = parse_self_contained(text, name)
     lines = text.splitlines()
     defined: set[tuple[str, int]] = set()
     used: list[tuple[clingo_ast.AST, int]] = []
@@ -168,6 +221,10 @@ def parse_environment(text: str, name: str, vocabulary: Vocabulary = CLEVR_POC) 
                 signature = (atom.name, len(atom.arguments))
                 if atom.name in MODEL_PREDICATES and signature != ("object", 1):
                     raise InputError(f"{where}: an environment may not define the model's predicate {atom.name}/{signature[1]}")
+                if atom.name in QUERY_PREDICATES and signature[1] == 1:
+                    raise InputError(f"{where}: an environment may not define {atom.name}/1 (it holds a question's answers)")
+                if atom.name.startswith(RESERVED_PREFIX):
+                    raise InputError(f"{where}: predicate names starting with '{RESERVED_PREFIX}' are reserved")
                 defined.add(signature)
                 helper_rules += signature != ("object", 1)
         for literal in statement.body:
