@@ -61,7 +61,7 @@ def run(quick: bool = False) -> list[dict]:
     # Answering: the same questions on the same valid scenes.
     coords = placement_coords(base, placements.cells)
     programs = [q.program for q in propose_questions(base, coords, HOPS["mix"], seed=0)[:8]]
-    patterns = len(relation_patterns(coords)[0])
+    patterns = len(relation_patterns(coords).masks)
     scene = base.scene()
     facts = compile_scene(scene)
     sample = coords[:1000]

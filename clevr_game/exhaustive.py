@@ -78,8 +78,6 @@ SPLIT = "exhaustive"
 CANDIDATE_SCENES = 64
 """Valid scenes the template engine is run on to propose questions."""
 CANDIDATES_PER_SCENE = 20
-SCREENING_SCENES = 2000
-"""Valid scenes every proposed question is answered on before the chosen ones are answered on all."""
 
 
 @dataclass(frozen=True)
@@ -271,59 +269,82 @@ class ChosenQuestion:
                 "answers": dict(sorted(counts.items()))}
 
 
-def relation_patterns(coords: np.ndarray, chunk: int = JUDGE_CHUNK) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct relation patterns of the scenes of `coords` (B, N, 3).
+@dataclass(frozen=True)
+class RelationPatterns:
+    """The distinct relation patterns of a set of scenes.
 
-    Returns (P, 4N) patterns (relation_masks rows, flattened), the first scene of
-    each, and each scene's pattern. The margin rule orders every pair along the
-    left and the front axes, so N objects have at most (N!)^2 patterns.
+    A program reads positions only through the four relations, so scenes of one
+    pattern share every answer. The margin rule orders every pair of objects along
+    the left and the front axes, so N objects have at most (N!)^2 patterns.
     """
+
+    masks: np.ndarray
+    """(P, 4N) relation_masks rows, flattened."""
+    first: np.ndarray
+    """(P,) a scene of each pattern (its first)."""
+    of_scene: np.ndarray
+    """(B,) each scene's pattern."""
+
+    @property
+    def counts(self) -> np.ndarray:
+        """(P,) scenes per pattern."""
+        return np.bincount(self.of_scene, minlength=len(self.masks))
+
+
+def relation_patterns(coords: np.ndarray, chunk: int = JUDGE_CHUNK) -> RelationPatterns:
+    """The relation patterns of the scenes of `coords` (B, N, 3)."""
     n = coords.shape[1]
     masks = np.concatenate([relation_masks(coords[start:start + chunk]).reshape(-1, RELATION_COUNT * n)
                             for start in range(0, len(coords), chunk)])
     if RELATION_COUNT * n * n > 64:
-        _, first, pattern_of = np.unique(masks, axis=0, return_index=True, return_inverse=True)
+        _, first, of_scene = np.unique(masks, axis=0, return_index=True, return_inverse=True)
     else:
         # One 64-bit key per scene (4N masks of N bits side by side): unique on a vector is far quicker than on rows.
         shifts = np.arange(RELATION_COUNT * n, dtype=np.uint64) * np.uint64(n)
         keys = np.bitwise_or.reduce(masks.astype(np.uint64) << shifts, axis=1)
-        _, first, pattern_of = np.unique(keys, return_index=True, return_inverse=True)
-    return masks[first], first, pattern_of.reshape(-1)
+        _, first, of_scene = np.unique(keys, return_index=True, return_inverse=True)
+    return RelationPatterns(masks[first], first, of_scene.reshape(-1))
+
+
+def pattern_facts(base: BaseObjects, coords: np.ndarray, patterns: RelationPatterns) -> list[SceneFacts]:
+    """The base scene compiled once, its facts moved (as `SceneFacts.with_coords` does) to one scene per pattern."""
+    facts = compile_scene(base.scene())
+    keys = [RELATION_COUNT * i + r for r in range(RELATION_COUNT) for i in range(facts.count)]  # relation_masks' order
+    moved = []
+    for masks, scene in zip(patterns.masks.tolist(), patterns.first.tolist(), strict=True):
+        related = Relations(zip(keys, masks, strict=True))
+        related.coords, related.directions = coords[scene], facts.directions
+        moved.append(SceneFacts((facts.masks, facts.values), related, facts.vocabulary, facts.directions))
+    return moved
+
+
+def pattern_answers(programs: list[Program], facts: list[SceneFacts]) -> list[np.ndarray]:
+    """Per program, its answer on each pattern's facts: a (P,) object array."""
+    return [np.array([compile_program(p).answer(f) for f in facts], dtype=object) for p in programs]
 
 
 def answer_programs(programs: list[Program], base: BaseObjects, coords: np.ndarray) -> list[list[str]]:
-    """Per program, its answer on every scene of `coords` (B, N, 3).
-
-    The base scene is compiled once and its facts moved (as `SceneFacts.with_coords`
-    does) to one scene per relation pattern: a program reads positions only through
-    relations, so every scene of a pattern has that scene's answers.
-    """
-    facts = compile_scene(base.scene())
-    keys = [RELATION_COUNT * i + r for r in range(RELATION_COUNT) for i in range(facts.count)]  # relation_masks' order
-    patterns, first, pattern_of = relation_patterns(coords)
-    moved = []
-    for pattern, scene in zip(patterns.tolist(), first.tolist(), strict=True):
-        related = Relations(zip(keys, pattern, strict=True))
-        related.coords, related.directions = coords[scene], facts.directions
-        moved.append(SceneFacts((facts.masks, facts.values), related, facts.vocabulary, facts.directions))
-    answers = []
-    for program in programs:
-        answer = compile_program(program).answer
-        per_pattern = np.array([answer(f) for f in moved], dtype=object)
-        answers.append(per_pattern[pattern_of].tolist())
-    return answers
+    """Per program, its answer on every scene of `coords` (B, N, 3), each pattern answered once."""
+    patterns = relation_patterns(coords)
+    answers = pattern_answers(programs, pattern_facts(base, coords, patterns))
+    return [per_pattern[patterns.of_scene].tolist() for per_pattern in answers]
 
 
-def _partition(answers: list[str]) -> bytes:
-    """Which scenes share an answer, whatever the answers are: questions alike up to relabelling collide."""
+def _partition(answers: np.ndarray) -> bytes:
+    """Which patterns share an answer, whatever the answers are: questions alike up to relabelling collide."""
     labels: dict[str, int] = {}
-    return np.array([labels.setdefault(a, len(labels)) for a in answers], dtype=np.int32).tobytes()
+    return np.array([labels.setdefault(a, len(labels)) for a in answers.tolist()], dtype=np.int32).tobytes()
 
 
-def _entropy(answers: list[str]) -> float:
-    counts = np.array(list(Counter(a for a in answers if a != INVALID_ANSWER).values()), dtype=np.float64)
-    shares = counts / counts.sum()
-    return float(-(shares * np.log(shares)).sum())
+def _defined_share_and_entropy(answers: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
+    """Over scenes (patterns weighted by their scene counts): the share where the answer is defined, and the
+    entropy of the defined answers."""
+    defined = answers != INVALID_ANSWER
+    by_answer: Counter[str] = Counter()
+    for answer, count in zip(answers[defined].tolist(), counts[defined].tolist(), strict=True):
+        by_answer[answer] += count
+    shares = np.array(list(by_answer.values()), dtype=np.float64) / max(1, counts[defined].sum())
+    return float(counts[defined].sum() / counts.sum()), float(-(shares * np.log(shares)).sum())
 
 
 def propose_questions(base: BaseObjects, coords: np.ndarray, families: tuple[str, ...], seed: int) -> list[Instance]:
@@ -340,43 +361,40 @@ def propose_questions(base: BaseObjects, coords: np.ndarray, families: tuple[str
 
 
 def choose_questions(candidates: list[Instance], base: BaseObjects, coords: np.ndarray, families: tuple[str, ...],
-                     per_family: int, seed: int) -> list[ChosenQuestion]:
+                     per_family: int) -> list[ChosenQuestion]:
     """Per family, up to `per_family` questions whose answer varies, answered on every scene.
 
-    Ranked by the share of scenes where the question is defined (every scene first),
-    then by answer entropy; a question that splits the scenes as an already chosen
-    one does is taken only when nothing new is left.
+    Picked one at a time, best first by: the share of scenes where the question is
+    defined (every scene first); a split of the scenes no chosen question makes; a
+    template used least so far (count, exist and query questions in turn); answer
+    entropy. A question with the same answers as a chosen one is never taken.
     """
-    rng = np.random.default_rng(seed)
-    screening = coords[np.sort(rng.choice(len(coords), min(SCREENING_SCENES, len(coords)), replace=False))]
-    sample_answers = answer_programs([c.program for c in candidates], base, screening)
-    chosen: list[Instance] = []
+    patterns = relation_patterns(coords)
+    counts = patterns.counts
+    answers = pattern_answers([c.program for c in candidates], pattern_facts(base, coords, patterns))
+    chosen: list[tuple[Instance, np.ndarray]] = []
     for family in families:
-        ranked = []
-        for order, (candidate, answers) in enumerate(zip(candidates, sample_answers, strict=True)):
-            kinds = {a for a in answers if a != INVALID_ANSWER}
-            if candidate.template.family == family and len(kinds) > 1:
-                defined = sum(a != INVALID_ANSWER for a in answers) / len(answers)
-                ranked.append((-defined, -_entropy(answers), order, candidate, answers))
-        ranked.sort(key=lambda r: r[:3])
-        if not ranked:
+        pool = []
+        for order, (candidate, per_pattern) in enumerate(zip(candidates, answers, strict=True)):
+            if candidate.template.family == family and len(set(per_pattern.tolist()) - {INVALID_ANSWER}) > 1:
+                defined, entropy = _defined_share_and_entropy(per_pattern, counts)
+                pool.append((defined, entropy, order, candidate, per_pattern, _partition(per_pattern)))
+        if not pool:
             raise RunFailed(f"no {family} question's answer varies over these placements; try another --seed")
-        picked: dict[int, Instance] = {}
-        seen_partitions: set[bytes] = set()
-        seen_answers: set[tuple[str, ...]] = set()
-        for must_be_new_partition in (True, False):
-            for _, _, order, candidate, answers in ranked:
-                if len(picked) >= per_family or order in picked:
-                    continue
-                partition, exact = _partition(answers), tuple(answers)
-                if (must_be_new_partition and partition in seen_partitions) or exact in seen_answers:
-                    continue
-                picked[order] = candidate
-                seen_partitions.add(partition)
-                seen_answers.add(exact)
-        chosen.extend(picked.values())
-    full = answer_programs([c.program for c in chosen], base, coords)
-    return [ChosenQuestion(instance, answers) for instance, answers in zip(chosen, full, strict=True)]
+        partitions: set[bytes] = set()
+        exact: set[tuple[str, ...]] = set()
+        template_uses: Counter[int] = Counter()
+        for _ in range(per_family):
+            fresh = [c for c in pool if tuple(c[4].tolist()) not in exact]
+            if not fresh:
+                break
+            defined, entropy, order, candidate, per_pattern, partition = min(
+                fresh, key=lambda c: (-c[0], c[5] in partitions, template_uses[c[3].template.family_index], -c[1], c[2]))
+            chosen.append((candidate, per_pattern))
+            partitions.add(partition)
+            exact.add(tuple(per_pattern.tolist()))
+            template_uses[candidate.template.family_index] += 1
+    return [ChosenQuestion(instance, per_pattern[patterns.of_scene].tolist()) for instance, per_pattern in chosen]
 
 
 # ------------------------------------------------------------------ files
@@ -502,7 +520,7 @@ def build_exhaustive(options: ExhaustiveOptions, log: Callable[[str], None] | No
     mark = time.perf_counter()
     families = HOPS[options.hops]
     candidates = propose_questions(base, coords, families, question_seed)
-    questions = choose_questions(candidates, base, coords, families, options.questions_per_family, question_seed)
+    questions = choose_questions(candidates, base, coords, families, options.questions_per_family)
     seconds["questions"] = time.perf_counter() - mark
     log(f"chose {len(questions)} of {len(candidates)} proposed questions, answered on every scene, "
         f"in {seconds['questions']:.2f} s")
