@@ -295,6 +295,8 @@ def _add_benchmark_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-visibility", action="store_true",
                    help="do not require every object to stay visible (checked by default for players that see images)")
+    p.add_argument("--adversaries", default="state",
+                   help="comma-separated adversary inputs: state (the scene graph), pixel (the original image)")
     add_limit_options(p)
     _add_gallery_option(p)
     p.set_defaults(handler=_cmd_benchmark)

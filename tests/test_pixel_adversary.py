@@ -106,3 +106,23 @@ def test_pixel_adversary_resumes_exactly(setup, tmp_path):
                          checkpoint=tmp_path / "resumed.pt")
     resumed.train()
     assert straight.history == resumed.history
+
+
+def test_benchmark_plans_one_trial_per_adversary_input_with_the_search_once(tmp_path):
+    from benchmarks.trials import Plan
+
+    plan = Plan(players=["oracle"], items="unused", sizes=[10], minigames=1, seeds=2, steps=128, out=str(tmp_path),
+                adversaries=("state", "pixel"))
+    trials = plan.trials()
+    assert sorted(t["adversary"] for t in trials) == ["pixel", "pixel", "state", "state"]
+    assert len({t["trial"] for t in trials}) == 4
+    assert all(t["trial"].split("__")[1] == "pixel" for t in trials if t["adversary"] == "pixel")
+    assert [t["adversary"] for t in trials if t["search_budget"]] == ["state"]
+
+
+def test_unknown_adversary_inputs_are_refused_in_one_line(tmp_path, capsys):
+    from clevr_game.cli import main
+
+    rc = main(["benchmark", "--players", "oracle", "--adversaries", "state,eyes", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "--adversaries 'state,eyes'" in err and "\n" not in err
