@@ -265,6 +265,10 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     """Every pending trial in order (dataset, player, fraction, trial), then the figure and the report."""
     import torch
 
+    from clevr_game.dataset import dataset_files
+
+    for folder in options.data:  # a typo fails now, not after hours of other datasets' trials
+        dataset_files(folder)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     records = read_records(out)

@@ -131,3 +131,22 @@ def test_a_tiny_study_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
         run_study(StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.05], trials=1,
                                out=str(out), steps=31, eval_every=10, batch_size=32, model_config=TINY),
                   log=lambda line: None)
+
+
+def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tmp_path):
+    lines: list[str] = []
+    options = StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.5], trials=1,
+                           out=str(tmp_path / "r"), steps=100_000, eval_every=10, batch_size=32, model_config=TINY,
+                           max_minutes=0.02)
+    outcome = run_study(options, log=lines.append)
+    assert not outcome.complete and outcome.recorded == 0 and read_records(tmp_path / "r") == {}
+    assert lines[-1] == "stopped at the --max-minutes limit (0.02); the same command continues the study"
+    assert not (tmp_path / "r" / "work").exists()
+
+
+def test_a_missing_dataset_folder_is_named_before_any_trial(folder, tmp_path):
+    options = StudyOptions(data=[folder, str(tmp_path / "nowhere")], players=["state-transformer"], fractions=[0.5],
+                           trials=1, out=str(tmp_path / "r"))
+    with pytest.raises(InputError, match="nowhere"):
+        run_study(options, log=lambda line: None)
+    assert not (tmp_path / "r").exists()
