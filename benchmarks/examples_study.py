@@ -266,9 +266,16 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     import torch
 
     from clevr_game.dataset import dataset_files
+    from players.state.models import build_model
+    from players.training import PLAYER_KINDS
 
     for folder in options.data:  # a typo fails now, not after hours of other datasets' trials
         dataset_files(folder)
+    for player in options.players:
+        try:
+            build_model(PLAYER_KINDS[player], options.model_config, 4, 2)
+        except TypeError as exc:
+            raise InputError(f"--config for {player}: {exc}") from None
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     records = read_records(out)

@@ -150,3 +150,10 @@ def test_a_missing_dataset_folder_is_named_before_any_trial(folder, tmp_path):
     with pytest.raises(InputError, match="nowhere"):
         run_study(options, log=lambda line: None)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_config_the_model_does_not_take_is_one_line(folder, tmp_path, capsys):
+    status = main(["study", "examples", "--data", folder, "--config", '{"widht": 64}', "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and "\n" not in err
+    assert err.startswith("clevr-game: error: --config for state-transformer: ") and "widht" in err
