@@ -2,7 +2,9 @@
 
 Works through the player protocol only (`answer_batch`), so the oracle, a
 subprocess or an HTTP player are measured the same way as the state players.
-An error answer counts as wrong and is counted apart.
+An error answer counts as wrong and is counted apart. Families are the
+template file's name, or inferred from the program's shape for CLEVR's own
+question files, which name none (`players.families`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from dataclasses import dataclass, field
 
 from clevr_game.dataset import Question, dataset_files, load_dataset
 from clevr_game.errors import InputError
+from players.families import question_family
 from players.protocol import Answer, Player, Query
-from players.state.features import family_name
 
 
 @dataclass
@@ -30,7 +32,7 @@ class Evaluation:
 
     def record(self, question: Question, answer: Answer) -> None:
         """Score one answer against its question's; an error answer is wrong and counted apart."""
-        family = family_name(question)
+        family = question_family(question)
         hit = answer.ok and answer.text == str(question.answer).strip().lower()
         self.correct[family] = self.correct.get(family, 0) + int(hit)
         self.total[family] = self.total.get(family, 0) + 1
