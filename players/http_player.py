@@ -146,6 +146,8 @@ class HttpPlayer(Player):
         self.max_batch_size = max_batch_size
         # identity: a compressed body could expand far past MAX_RESPONSE_BYTES in one chunk.
         self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity", **(headers or {})}
+        self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
 
     def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
         size = self.max_batch_size or max(len(queries), 1)
@@ -177,18 +179,36 @@ class HttpPlayer(Player):
 
     def _fetch(self, body: bytes) -> bytes:
         """The body of a 2xx response to POST `body`, within the deadline; _RequestFailed otherwise."""
-        import httpx  # imported on first use: the command line stays quick to start
+        import httpx
 
+        client = self._http_client()
         with _Deadline(self.timeout_s) as deadline:
             try:
-                with httpx.Client(follow_redirects=False, trust_env=False) as client:
-                    return self._post_following_same_origin(client, httpx.URL(self.url), body, deadline)
+                return self._post_following_same_origin(client, httpx.URL(self.url), body, deadline)
             except _RequestFailed:
                 raise
             except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, ValueError) as exc:
                 if deadline.passed or isinstance(exc, httpx.TimeoutException):
                     raise deadline.failure() from None
                 raise _RequestFailed(f"POST failed: {_reason(exc)}") from None
+
+    def _http_client(self) -> httpx.Client:
+        import httpx  # imported on first use: the command line stays quick to start
+
+        with self._client_lock:
+            if self._client is None:
+                # No kept-alive connections: each request connects afresh, so a server
+                # that recovers is used at once and the deadline sees every socket.
+                self._client = httpx.Client(
+                    follow_redirects=False, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0)
+                )
+            return self._client
+
+    def close(self) -> None:
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def _post_following_same_origin(
         self, client: httpx.Client, url: httpx.URL, body: bytes, deadline: _Deadline
