@@ -5,6 +5,10 @@ The program is the background, the environment, the partial scene as facts
 objects) and the question's rule, whose head is `query(Q)` or `missing(Q)`.
 Objects of the environment that the partial scene does not show are
 `hidden/1`: their attributes and regions stay open.
+
+A question is user input: like an environment it may not `#include`, `#script`,
+`#external` or call `@functions`, and its answers must lie in the vocabulary of
+the attribute it asks (ParsedQuestion), or solving fails with one line.
 """
 
 from __future__ import annotations
