@@ -348,6 +348,7 @@ def smallest_fraction(points: list[Point], target: float = TARGET_ACCURACY) -> f
 
 def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -360,7 +361,10 @@ def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
         ax.errorbar(x, mean, yerr=[mean - low, high - mean], marker="o", capsize=3, label=f"{dataset} ({player})")
     ax.axhline(TARGET_ACCURACY, color="gray", linestyle=":", linewidth=1)
     ax.set_xscale("log")
-    ax.set_xlabel("training scenes (% of all placements)")
+    ticks = sorted({p.fraction * 100 for points in lines.values() for p in points})
+    ax.set_xticks(ticks, [f"{t:g}%" for t in ticks])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("scenes trained on (% of the dataset's valid placements)")
     ax.set_ylabel("accuracy on unseen placements")
     ax.legend(fontsize=7)
     fig.tight_layout()
