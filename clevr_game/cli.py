@@ -440,7 +440,7 @@ def _cmd_exhaustive(args: argparse.Namespace) -> int | None:
 def _add_exhaustive_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("exhaustive", help="every placement of a few objects on the 7 x 7 grid, with one-/two-hop "
                        "questions; last line `scenes: V valid of T placements`")
-    p.add_argument("--objects", type=int, choices=[2, 3, 4], required=True)
+    p.add_argument("--objects", type=positive_int, choices=[2, 3, 4], required=True)
     p.add_argument("--hops", choices=["one", "two", "mix"], required=True,
                    help="one-hop questions, two-hop questions, or both")
     p.add_argument("--seed", type=random_seed, default=0, help="draws the base objects and the questions")
