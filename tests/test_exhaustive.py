@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -82,8 +83,12 @@ def test_four_objects_keep_one_in_place_by_default():
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("exhaustive") / "2-mix"
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        status = main(["exhaustive", "--objects", "2", "--hops", "mix", "--seed", "0", "--out", str(out)])
+    umask = os.umask(0o027)  # the streamed files get the user's permissions, not the temporary file's 0600
+    try:
+        with contextlib.redirect_stdout(printed):
+            status = main(["exhaustive", "--objects", "2", "--hops", "mix", "--seed", "0", "--out", str(out)])
+    finally:
+        os.umask(umask)
     assert status == 0
     return out, printed.getvalue()
 
@@ -102,6 +107,8 @@ def test_command_prints_the_counts_last(built):
     sizes = tuple(o["size"] for o in manifest["base_objects"])
     assert manifest["valid"] == plain_valid_count(sizes)
     assert manifest["command"].startswith("clevr-game exhaustive --objects 2")
+    assert sorted(p.name for p in dataset.iterdir()) == ["manifest.json", "questions.json", "scenes.json"]
+    assert all(p.stat().st_mode & 0o777 == 0o640 for p in dataset.iterdir())
 
 
 def test_every_scene_passes_the_boundary_enforcer_and_every_answer_is_the_executors(dataset):
