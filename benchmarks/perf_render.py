@@ -103,6 +103,19 @@ def cache_and_worker_rows(scenes: list[Scene], size: tuple[int, int], folder: Pa
     return rows
 
 
+def visibility_rows(scenes: list[Scene], size: tuple[int, int]) -> list[dict]:
+    """The game's visibility check of a moved scene against rendering that scene for a pixel player."""
+    moved = _jittered(scenes[0], len(scenes), seed=1)
+    with Renderer(get_preset("fast", *size), use_cache=False) as renderer, \
+            tempfile.TemporaryDirectory(prefix="perf-visibility-") as tmp:
+        renderer.render(scenes[0], Path(tmp) / "warm.png")
+        renderer.visible_pixels(scenes[1])
+        renders = _per_second(len(moved), lambda i: renderer.render(moved[i], Path(tmp) / "m.png"))
+        checks = _per_second(len(moved), lambda i: renderer.visible_pixels(moved[i]))
+    return [row(f"visibility check (index pass 320x240) vs rendering the moved scene (fast {size[0]}x{size[1]}, "
+                "a pixel player's image)", "scenes/s", renders, checks, ">= 5x (check <= 1/5 of the render)")]
+
+
 def run(quick: bool = False) -> list[dict]:
     scenes = list(generate_scenes(12 if quick else 24, seed=0))
     with tempfile.TemporaryDirectory(prefix="perf-render-") as tmp:
@@ -118,6 +131,7 @@ def run(quick: bool = False) -> list[dict]:
             # A full-size clevr frame takes minutes on a CPU; a quarter of its pixels shows the trend.
             rows += preset_rows(get_preset("clevr", 240, 160), scenes, 1, folder)
             rows += cache_and_worker_rows(scenes, (320, 240), folder)
+        rows += visibility_rows(scenes, (128, 96))
     return rows
 
 
