@@ -66,6 +66,7 @@ class AttackOptions:
     max_player_failures: int | None = DEFAULT_MAX_FAILURES
     failure_window: int = DEFAULT_FAILURE_WINDOW
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    random_valid: bool = True  # also measure the random valid adversary (displacement moves only)
 
 
 class PlayerFailedRun(RunFailed):
@@ -103,7 +104,7 @@ def run_attack(options: AttackOptions) -> dict:
     from tqdm import tqdm
 
     from agents.a2c import A2CConfig, A2CTrainer, policy_actions
-    from agents.evaluation import evaluate, random_actions, scores
+    from agents.evaluation import evaluate, random_actions, random_valid_actions, scores
     from envs.game import Rewards
     from envs.items import ItemPool, load_items
     from envs.minigames import MiniGames, split_minigames
@@ -168,6 +169,10 @@ def run_attack(options: AttackOptions) -> dict:
                                options.eval_samples, seed=options.seed + 1)
             random = evaluate(game, everyone, random_actions(options.seed + 2), options.eval_samples,
                               seed=options.seed + 1)
+            random_valid = None
+            if options.random_valid and options.mode == "displacement":
+                random_valid = scores(evaluate(game, everyone, random_valid_actions(game, options.seed + 3),
+                                               options.eval_samples, seed=options.seed + 1))
         except PlayerGaveUp as exc:
             raise PlayerFailedRun(str(exc), player.count) from None
         count = player.count
@@ -179,6 +184,10 @@ def run_attack(options: AttackOptions) -> dict:
         "random_consistency": random_scores.consistency,
         "random_drop": random_scores.drop,
         "random_invalid": random_scores.invalid,
+        # The random valid adversary: one or two objects moved, redrawn until every referee accepts.
+        "random_valid_consistency": random_valid.consistency if random_valid else None,
+        "random_valid_drop": random_valid.drop if random_valid else None,
+        "random_valid_invalid": random_valid.invalid if random_valid else None,
         "eval_samples": options.eval_samples,
         "items": [r.to_json() for r in trained],
         "random_items": [{"item_id": r.item_id, "changed": r.changed, "dropped": r.dropped} for r in random],

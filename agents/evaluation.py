@@ -6,8 +6,10 @@ answer one such move changed with a valid scene, averaged over the samples; drop
 the share answered right before and wrong after. A move the player failed to
 answer (an error answer) is neither: it is left out of both shares and counted in
 `player_errors`; an item none of whose moves got an answer is left out of the means. The random adversary is
-measured with the same number of samples on the same items. Per item, `changed`
-and `dropped` also say whether any sample did, and the best manipulation is kept.
+measured with the same number of samples on the same items, and so is the random
+*valid* adversary (`random_valid_actions`: a random move of one or two objects,
+drawn again until every referee accepts it). Per item, `changed` and `dropped`
+also say whether any sample did, and the best manipulation is kept.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clevr_game.programs import Program
-from envs.game import Game, Outcome
+from envs.game import NUM_BINS, STAY_BIN, Game, Outcome
 from envs.items import MAX_OBJECTS
 
 ActionSource = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -151,3 +153,64 @@ def scores(results: list[ItemResult]) -> Scores:
 def random_actions(seed: int) -> ActionSource:
     rng = np.random.default_rng(seed)
     return lambda indices, heads: rng.integers(0, 7, (len(indices), 2 * MAX_OBJECTS))
+
+
+RANDOM_VALID_TRIES = 64
+"""Candidates drawn per move before the random valid adversary gives up on an item (its move then stays invalid)."""
+
+_MOVING_BIN_PAIRS = np.array([(x, y) for x in range(NUM_BINS) for y in range(NUM_BINS)
+                              if (x, y) != (STAY_BIN, STAY_BIN)], dtype=np.int64)
+"""The (x, y) bins that move an object: every pair but stay-stay."""
+
+
+def random_valid_actions(game: Game, seed: int, tries: int = RANDOM_VALID_TRIES) -> ActionSource:
+    """Random moves of one or two objects, each drawn again until the game's referees accept it.
+
+    Per move: one or two distinct objects (one when the scene has one), each moved
+    by a uniform pair of displacement bins other than stay-stay. Candidates are
+    judged with `Game.judge_moves`, which asks the player nothing, so this baseline
+    costs the same queries as the random one. A move with no accepted candidate
+    after `tries` draws keeps its last candidate and is played as the invalid move
+    it is.
+    """
+    if tries < 1:
+        raise ValueError(f"tries={tries}: must be at least 1")
+    if game.moves.mode != "displacement":
+        raise ValueError(f"the random valid adversary moves objects by displacement bins, not {game.moves.mode!r}")
+    rng = np.random.default_rng(seed)
+
+    def actions_for(indices: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        indices = np.asarray(indices, dtype=np.int64)
+        actions = np.full((len(indices), 2 * MAX_OBJECTS), STAY_BIN, dtype=np.int64)
+        pending = np.arange(len(indices))
+        for _ in range(tries):
+            candidates = _one_or_two_moved(rng, game.pool.num_objects[indices[pending]], heads[pending])
+            actions[pending] = candidates
+            accepted = game.judge_moves(indices[pending], heads[pending], candidates)
+            pending = pending[~accepted]
+            if not len(pending):
+                break
+        return actions
+
+    return actions_for
+
+
+def _one_or_two_moved(rng: np.random.Generator, num_objects: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """(B, 20) actions moving one or two random objects of each scene by non-stay bins."""
+    actions = np.full((len(num_objects), 2 * MAX_OBJECTS), STAY_BIN, dtype=np.int64)
+    for row, n in enumerate(num_objects.tolist()):
+        count = 1 if n < 2 else int(rng.integers(1, 3))
+        for obj in rng.choice(n, count, replace=False).tolist():
+            head = int(np.flatnonzero(heads[row] == obj)[0])  # head h moves object heads[h]
+            actions[row, 2 * head:2 * head + 2] = _MOVING_BIN_PAIRS[rng.integers(len(_MOVING_BIN_PAIRS))]
+    return actions
+
+
+def moved_objects(moves: list) -> int:
+    """How many objects a manipulation moved (`moves`: (object, dx, dy) per moved object)."""
+    return sum(1 for _, dx, dy in moves if dx or dy)
+
+
+def total_displacement(moves: list) -> float:
+    """The summed length of every object's move, in scene units (a one-bin move is 0.3)."""
+    return float(round(sum(float(np.hypot(dx, dy)) for _, dx, dy in moves), 6))

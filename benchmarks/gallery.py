@@ -1,6 +1,7 @@
 """The report's gallery: distinct items whose answer the adversary changed, before and after the move.
 
 Each entry is one item (no item twice, whichever player or seed broke it),
+every player that broke one shown at least once (in the report),
 players with the highest drop first, a right answer broken before a merely
 changed one, fewer moved objects first. Both scenes are rendered with the
 game's renderer; the moved objects are outlined and their moves drawn as
@@ -61,17 +62,34 @@ class Candidate:
                 "new": self.new_answer, "dropped": self.dropped, "moved": moved}
 
 
-def pick(candidates: list[Candidate], size: int = GALLERY_SIZE) -> list[Candidate]:
-    """Up to `size` candidates, each of another item, best first (see the module docstring)."""
-    chosen, seen = [], set()
-    for candidate in sorted(candidates, key=lambda c: c.order):
+def pick(candidates: list[Candidate], size: int = GALLERY_SIZE, *, one_per_player: bool = False) -> list[Candidate]:
+    """Up to `size` candidates, each of another item, best first (see the module docstring).
+
+    `one_per_player`: first the best candidate of every player that has one (so
+    the gallery may hold more than `size`), then the best of the rest up to `size`.
+    """
+    ordered = sorted(candidates, key=lambda c: c.order)
+    chosen: list[Candidate] = []
+    seen: set[tuple[str, str]] = set()
+
+    def take(candidate: Candidate) -> bool:
         key = (candidate.items_dir, candidate.item_id)
-        if key not in seen:
-            seen.add(key)
-            chosen.append(candidate)
-        if len(chosen) == size:
+        if key in seen:
+            return False
+        seen.add(key)
+        chosen.append(candidate)
+        return True
+
+    if one_per_player:
+        shown: set[str] = set()
+        for candidate in ordered:
+            if candidate.player not in shown and take(candidate):
+                shown.add(candidate.player)
+    for candidate in ordered:
+        if len(chosen) >= size:
             break
-    return chosen
+        take(candidate)
+    return sorted(chosen, key=lambda c: c.order)
 
 
 def draw_gallery(chosen: list[Candidate], folder: Path, preset: str) -> tuple[list[dict], str | None]:

@@ -1,8 +1,39 @@
-"""Benchmark presets: `quick` (minutes on a 2-core machine) and `paper` (the paper's Table 2 scale)."""
+"""Benchmark presets: `quick` (minutes on a 2-core machine), `paper`, and the Table 2 experiment.
+
+`table2` is the paper's experiment sized to finish in about 8 hours on this
+project's 2-core machine (two trials at a time); `table2-full` is the paper's
+scale (30 seeds per mini-game) for a Ray cluster or a GPU machine. Both play
+CLEVR-template questions on CLEVR-rule scenes generated with every object
+visible (`--clevr-templates DIR`; without it the project's own templates),
+against every player, with a state-input and a pixel-input adversary, on
+mini-games of sizes 10, 100 and 1000 that share no item.
+
+The `table2` arithmetic. Measured on this machine with `clevr-game attack`
+(CPU seconds, the random valid baseline included, other jobs running):
+state-transformer at size 10 / 20k steps 18.6 s and size 100 / 50k steps
+25.7 s; state-rn at size 1000 / 50k steps 97 s (46,799 player queries, 31,000
+of them the random valid baseline's 32 moves per item). A pixel player renders
+each moved scene it is asked about and an index pass to judge visibility:
+neuro-symbolic at size 10 / 2,000 steps took 82 s wall for 531 queries, and
+94 valid moves cost 7.8 s (neuro-symbolic) and 7.1 s (film), about 0.085 s a
+query. So per trial, two side by side (TRIAL_SECONDS): a state player 22 s
+(size 10), 31 s (100), 117 s (1000); a pixel player 20 s plus 0.085 s for
+each of about 4,000 / 7,900 / 19,000 queries (size 10 / 100 / 1000, at 8
+evaluation samples per item for size 1000): 360 s, 690 s, 1,635 s; its greedy
+search baseline (first seed of each mini-game) 0.085 s per query. With 4
+mini-games x 2 seeds of size 10, 2 x 2 of size 100 and 1 x 1 of size 1000,
+two adversaries, two state and three pixel players, that is about 49,700
+trial-seconds, 6.9 hours on two cores (`estimated_hours`); the rest of the 8
+hours is margin for the query counts, which depend on what the adversary learns.
+"""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.trials import SizeBudget
 
 
 @dataclass(frozen=True)
@@ -16,12 +47,132 @@ class Preset:
     search_budget: int
     pool_scenes: int
     pool_questions_per_scene: int
+    adversaries: tuple[str, ...] = ("state",)
+    per_size: tuple[SizeBudget, ...] = ()
+    """Mini-games, seeds and steps of some sizes, overriding `minigames`, `seeds` and `steps`."""
+    optional_players: tuple[str, ...] = ()
+    """Players included only when `players.registry.available()` has them."""
+    clevr_templates: bool = False
+    """The default pool asks CLEVR's own templates (and the project's) when `--clevr-templates` is given."""
+
+    def budget(self, size: int) -> SizeBudget:
+        return next((b for b in self.per_size if b.size == size),
+                    SizeBudget(size, self.minigames, self.seeds, self.steps))
+
+    def all_players(self) -> tuple[str, ...]:
+        """`players`, then the optional players that are registered now."""
+        from players.registry import available
+
+        registered = set(available())
+        return self.players + tuple(p for p in self.optional_players if p in registered)
 
 
 SHIPPED_PLAYERS = ("state-transformer", "state-rn")
+STATE_PLAYERS = ("state-transformer", "state-rn")
+PIXEL_PLAYERS = ("neuro-symbolic", "film", "pixel-rn")
+OBJECT_TRANSFORMER = "object-transformer"
+TABLE2_PLAYERS = ("state-transformer", "state-rn", "neuro-symbolic", "film", "pixel-rn")
+
+TABLE2_BUDGETS = (SizeBudget(10, 4, 2, 20_000, search_budget=20), SizeBudget(100, 2, 2, 50_000, search_budget=20),
+                  SizeBudget(1000, 1, 1, 50_000, eval_samples=8, search_budget=10))
+TABLE2_FULL_BUDGETS = (SizeBudget(10, 10, 30, 20_000, search_budget=100),
+                       SizeBudget(100, 5, 30, 50_000, search_budget=50),
+                       SizeBudget(1000, 3, 30, 100_000, eval_samples=16, search_budget=20))
+
+TRIAL_SECONDS = {("state", 10): 22, ("state", 100): 31, ("state", 1000): 117,
+                 ("pixel", 10): 360, ("pixel", 100): 690, ("pixel", 1000): 1635}
+"""Seconds of one table2 trial by player kind and size, two trials side by side (module docstring)."""
+PIXEL_QUERY_SECONDS = 0.085
+"""A pixel player's query: the moved scene rendered, its index pass, the answer."""
+STATE_SEARCH_SECONDS = {10: 2, 100: 10, 1000: 30}
+"""The greedy search baseline of a state player per mini-game (answers take milliseconds)."""
+WORKERS = 2
 
 PRESETS: dict[str, Preset] = {
     "quick": Preset(SHIPPED_PLAYERS, (10,), 2, 3, 20_000, 32, 100, 200, 2),
     "paper": Preset(SHIPPED_PLAYERS, (10, 100, 1000), 3, 30, 100_000, 64, 500, 5_000, 2),
+    "table2": Preset(TABLE2_PLAYERS, (10, 100, 1000), 4, 2, 50_000, 32, 20, 700, 2,
+                     adversaries=("state", "pixel"), per_size=TABLE2_BUDGETS,
+                     optional_players=(OBJECT_TRANSFORMER,), clevr_templates=True),
+    "table2-full": Preset(TABLE2_PLAYERS, (10, 100, 1000), 10, 30, 100_000, 32, 100, 2_000, 2,
+                          adversaries=("state", "pixel"), per_size=TABLE2_FULL_BUDGETS,
+                          optional_players=(OBJECT_TRANSFORMER,), clevr_templates=True),
 }
 POOL_SEED = 0
+
+
+def pool_items(preset: Preset) -> int:
+    return preset.pool_scenes * preset.pool_questions_per_scene
+
+
+def items_needed(preset: Preset) -> int:
+    """Items the preset's mini-games take from the pool: they share none."""
+    return sum(size * preset.budget(size).minigames for size in preset.sizes)
+
+
+def estimated_hours(preset: Preset, players: tuple[str, ...] | None = None, workers: int = WORKERS) -> float:
+    """Wall-clock hours of the preset on `workers` cores from TRIAL_SECONDS, scaled by its steps.
+
+    The search baseline runs once per mini-game (first seed, first adversary).
+    """
+    table2 = {b.size: b for b in TABLE2_BUDGETS}
+    seconds = 0.0
+    for player in preset.all_players() if players is None else players:
+        kind = "pixel" if player in PIXEL_PLAYERS else "state"
+        for size in preset.sizes:
+            budget = preset.budget(size)
+            trials = budget.minigames * budget.seeds * len(preset.adversaries)
+            seconds += trials * TRIAL_SECONDS[(kind, size)] * budget.steps / table2[size].steps
+            search = preset.search_budget if budget.search_budget is None else budget.search_budget
+            per_minigame = (size * search * PIXEL_QUERY_SECONDS if kind == "pixel"
+                            else STATE_SEARCH_SECONDS[size])
+            seconds += budget.minigames * per_minigame if search else 0.0
+    return seconds / workers / 3600
+
+
+POOL_COMMAND_FILE = "pool_command.txt"
+"""Beside the generated pool: the `clevr-game generate` command that makes the same pool."""
+
+
+def default_pool(preset: Preset, folder: Path, *, clevr_templates: str | None, progress: bool) -> str:
+    """The preset's generated item pool in `folder` (made once; a resumed run reuses it); returns its path.
+
+    Visibility is checked as CLEVR does: the pool's scenes may be rendered for
+    pixel players. A preset that asks CLEVR's templates uses `clevr_templates`
+    with the project's own (`--templates both`); without it, the own templates
+    alone, with a one-line notice on stderr.
+    """
+    from clevr_game.dataset import dataset_files
+    from clevr_game.errors import InputError
+    from clevr_game.generate import generate_dataset
+
+    try:
+        dataset_files(folder)
+        return str(folder)
+    except InputError:
+        pass
+    templates = "both" if preset.clevr_templates and clevr_templates else None
+    if preset.clevr_templates and not clevr_templates:
+        print("benchmark: no --clevr-templates DIR given: the pool asks the project's own templates only, "
+              "not CLEVR 1.0's", file=sys.stderr)
+    generate_dataset(folder, preset.pool_scenes, preset.pool_questions_per_scene, POOL_SEED, templates=templates,
+                     clevr_templates=clevr_templates if templates else None, progress=progress,
+                     check_visibility=True)
+    command = (f"clevr-game generate --num-scenes {preset.pool_scenes} --questions-per-scene "
+               f"{preset.pool_questions_per_scene} --seed {POOL_SEED} --check-visibility"
+               + (f" --templates both --clevr-templates {clevr_templates}" if templates else "")
+               + f" --out {folder}")
+    (folder.parent / POOL_COMMAND_FILE).write_text(command + "\n", encoding="utf-8")
+    return str(folder)
+
+
+def budgets(preset: Preset, sizes: list[int], *, minigames: int | None, seeds: int | None,
+            steps: int | None) -> tuple[SizeBudget, ...]:
+    """Each size's budget from the preset, with the options the user gave replacing its figures everywhere."""
+    chosen = []
+    for size in sizes:
+        budget = preset.budget(size)
+        chosen.append(SizeBudget(size, budget.minigames if minigames is None else minigames,
+                                 budget.seeds if seeds is None else seeds, budget.steps if steps is None else steps,
+                                 budget.eval_samples, budget.search_budget))
+    return tuple(chosen)

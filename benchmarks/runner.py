@@ -18,7 +18,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.trials import Plan, run_trial, same_trial
+from benchmarks.trials import Plan, prepare_minigames, run_trial, same_trial
 
 TRIALS_FILE = "trials.jsonl"
 
@@ -86,23 +86,10 @@ def pending_trials(plan: Plan) -> list[dict[str, Any]]:
 
 
 def prepare(plan: Plan) -> None:
-    """Split the item pool into mini-games once per size, shared by every player and seed."""
+    """Split the item pool into mini-games once, disjoint across sizes, shared by every player and seed."""
     from envs.items import load_items
-    from envs.minigames import MiniGames, split_minigames
 
-    ids = [it.item_id for it in load_items(plan.items)]
-    for size in plan.sizes:
-        path = plan.manifest(size)
-        if path.is_file():
-            MiniGames.load(path).indices(ids, 0)  # refuses a pool it was not split from
-            continue
-        games = split_minigames(ids, size, plan.split_seed)
-        if len(games) < plan.minigames:
-            from clevr_game.errors import InputError
-
-            raise InputError(f"the pool of {len(ids)} items holds {len(games)} mini-games of size {size}, "
-                             f"asked for {plan.minigames}")
-        games.save(path)
+    prepare_minigames(plan, [it.item_id for it in load_items(plan.items)])
 
 
 def _local(trials: list[dict], workers: int) -> Iterable[dict]:

@@ -58,7 +58,7 @@ TRAINED_LABEL = {"state": "trained", "pixel": "trained-pixel"}
 
 
 def table(records: list[dict]) -> list[dict]:
-    """One row per (player, size) and adversary (trained per input kind, random, search)."""
+    """One row per (player, size) and adversary (trained per input kind, random, random valid, search)."""
     groups: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for record in records:
         if "error" not in record:
@@ -78,6 +78,9 @@ def table(records: list[dict]) -> list[dict]:
         # The random adversary of the first input kind's trials (each trial measures it on its own items).
         first = by_input[min(by_input, key=lambda k: (k != "state", k))]
         rows.append(_row(player, size, "random", first, "random_consistency", "random_drop"))
+        valid = [r for r in first if r.get("random_valid_consistency") is not None]
+        if valid:
+            rows.append(_row(player, size, "random-valid", valid, "random_valid_consistency", "random_valid_drop"))
         searched = [dict(r, **{"search_c": r["search"]["consistency"], "search_d": r["search"]["drop"]})
                     for r in group if "search" in r]
         if searched:

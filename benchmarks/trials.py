@@ -2,8 +2,13 @@
 
 A trial is a plain dict (so it crosses process and Ray boundaries unchanged);
 `run_trial` trains and evaluates one adversary through agents.attack and returns
-the trial's record for `trials.jsonl`: its scores, the random and search
-baselines, or the one-line error that stopped it.
+the trial's record for `trials.jsonl`: its scores, the random, random valid and
+search baselines, its per-item results and the sizes of its successful
+manipulations (so the report needs no run folder for them), or the one-line
+error that stopped it.
+
+The mini-games of every size come from one permutation of the pool and never
+share an item (`prepare_minigames`), and every player plays the same ones.
 """
 
 from __future__ import annotations
@@ -11,11 +16,28 @@ from __future__ import annotations
 import hashlib
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from players.guard import DEFAULT_MAX_ERROR_RATE, DEFAULT_MAX_FAILURES
+
+
+@dataclass(frozen=True)
+class SizeBudget:
+    """Mini-games, seeds, training steps (and optionally evaluation samples and search budget) of one size.
+
+    It overrides the plan's defaults for that size; None keeps the plan's figure.
+    """
+
+    size: int
+    minigames: int
+    seeds: int
+    steps: int
+    eval_samples: int | None = None
+    search_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -37,9 +59,15 @@ class Plan:
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     check_visibility: bool | None = None
     adversaries: tuple[str, ...] = ("state",)
+    per_size: tuple[SizeBudget, ...] = ()
+    """Budgets of some sizes; the others use `minigames`, `seeds` and `steps`."""
 
     def manifest(self, size: int) -> Path:
         return Path(self.out) / "minigames" / f"size_{size}.json"
+
+    def budget(self, size: int) -> SizeBudget:
+        return next((b for b in self.per_size if b.size == size),
+                    SizeBudget(size, self.minigames, self.seeds, self.steps))
 
     def trials(self) -> list[dict[str, Any]]:
         trials = []
@@ -48,15 +76,17 @@ class Plan:
                 # The state adversary's ids are as they were before pixel adversaries existed.
                 seen_as = "" if adversary == "state" else f"__{adversary}"
                 for size in self.sizes:
-                    for minigame in range(self.minigames):
-                        for seed in range(self.seeds):
+                    budget = self.budget(size)
+                    for minigame in range(budget.minigames):
+                        for seed in range(budget.seeds):
                             trial_id = f"{player_slug(player)}{seen_as}__size{size}__mg{minigame}__seed{seed}"
                             trials.append({
                                 "trial": trial_id, "player": player, "adversary": adversary, "size": size,
-                                "minigame": minigame, "seed": seed, "steps": self.steps, "items": self.items,
+                                "minigame": minigame, "seed": seed, "steps": budget.steps, "items": self.items,
                                 "minigames_file": str(self.manifest(size)),
                                 "run": str(Path(self.out) / "runs" / trial_id),
-                                "num_envs": self.num_envs, "eval_samples": self.eval_samples,
+                                "num_envs": self.num_envs,
+                                "eval_samples": budget.eval_samples or self.eval_samples,
                                 "adversary_weights": self.adversary_weights,
                                 "player_timeout": self.player_timeout,
                                 "max_player_failures": self.max_player_failures,
@@ -64,10 +94,55 @@ class Plan:
                                 "check_visibility": self.check_visibility,
                                 # The search baseline is deterministic per mini-game: run it once, with the
                                 # first seed of the first adversary.
-                                "search_budget": (self.search_budget
+                                "search_budget": ((self.search_budget if budget.search_budget is None
+                                                   else budget.search_budget)
                                                   if seed == 0 and adversary == self.adversaries[0] else 0),
+                                # Like the random adversary's row, the random valid one comes from the
+                                # first adversary's trials; for pixel players each of its moves is rendered.
+                                "random_valid": adversary == self.adversaries[0],
                             })
         return trials
+
+
+def prepare_minigames(plan: Plan, item_ids: list[str]) -> None:
+    """Write the plan's mini-game manifests: disjoint across every size, shared by every player and seed.
+
+    One permutation of the pool (seeded by `split_seed`) is dealt out, smallest
+    size first, to the mini-games each size needs. Manifests already in the
+    folder are kept (a resumed run plays the same mini-games) and their items
+    are never dealt again; one that holds too few mini-games is extended.
+    """
+    import numpy as np
+
+    from clevr_game.errors import InputError
+    from envs.minigames import MiniGames, pool_fingerprint
+
+    folder = plan.manifest(0).parent
+    existing: dict[int, MiniGames] = {}
+    for path in sorted(folder.glob("size_*.json")) if folder.is_dir() else []:
+        games = MiniGames.load(path)
+        if games.fingerprint != pool_fingerprint(item_ids):
+            raise InputError(f"{path}: the item pool is not the one these mini-games were split from "
+                             "(fingerprint differs); use another --out")
+        existing[games.size] = games
+    taken = {item for games in existing.values() for game in games.games for item in game}
+    order = [item_ids[i] for i in np.random.default_rng(plan.split_seed).permutation(len(item_ids))]
+    free = iter([item for item in order if item not in taken])
+    for size in sorted(set(plan.sizes)):
+        games = existing.get(size) or MiniGames(size, plan.split_seed, pool_fingerprint(item_ids), [])
+        wanted = plan.budget(size).minigames
+        if len(games) >= wanted:
+            if size not in existing:
+                games.save(plan.manifest(size))
+            continue
+        for _ in range(wanted - len(games)):
+            game = list(islice(free, size))
+            if len(game) < size:
+                needed = sum(each * plan.budget(each).minigames for each in set(plan.sizes))
+                raise InputError(f"the pool of {len(item_ids)} items is too small for mini-games that share no "
+                                 f"item: sizes {', '.join(map(str, sorted(set(plan.sizes))))} need {needed} items")
+            games.games.append(game)
+        games.save(plan.manifest(size))
 
 
 def player_slug(spec: str) -> str:
@@ -129,6 +204,7 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         max_player_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
         max_error_rate=trial.get("max_error_rate", DEFAULT_MAX_ERROR_RATE),
         check_visibility=trial.get("check_visibility"), adversary=trial.get("adversary", "state"),
+        random_valid=trial.get("random_valid", True),
     ))
     record = {
         "player_queries": result["player_queries"], "player_errors": result["player_errors"],
@@ -140,9 +216,64 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         "curve": {k: result["history"][k][:: max(1, len(result["history"]["steps"]) // 50)]
                   for k in ("steps", "reward", "invalid", "changed", "dropped") if k in result["history"]},
     }
+    if result.get("random_valid_consistency") is not None:
+        record["random_valid_consistency"] = result["random_valid_consistency"]
+        record["random_valid_drop"] = result["random_valid_drop"]
+        record["random_valid_invalid"] = result["random_valid_invalid"]
+    record["item_results"] = item_results(result, trial["items"])
+    record["manipulation_sizes"] = manipulation_sizes(Path(trial["run"]) / "manipulations.jsonl")
     if trial["search_budget"]:
         record["search"] = _search(trial)
     return record
+
+
+def item_results(result: dict[str, Any], items_dir: str) -> list[list]:
+    """The trained adversary's result per item: [item id, family, kind, changed share, dropped share].
+
+    The family is the question's template file when the item folder names it, else
+    `family N` by its index; items none of whose moves got an answer are left out,
+    as they are of the scores.
+    """
+    from benchmarks.report import read_items_folder
+
+    folder = read_items_folder(items_dir)
+    rows = []
+    for item in result.get("items", []):
+        if item.get("tries", 1) <= item.get("player_errors", 0):
+            continue
+        item_id = item["item_id"]
+        family = folder.families.get(item_id) if folder else None
+        if family is None and item.get("family") is not None:
+            family = f"family {item['family']}"
+        kind = item.get("question_kind") or (folder.kinds.get(item_id) if folder else None)
+        rows.append([item_id, family or "unknown", kind or "unknown",
+                     round(float(item.get("changed_share", 0.0)), 6), round(float(item.get("dropped_share", 0.0)), 6)])
+    return rows
+
+
+def manipulation_sizes(path: Path) -> dict[str, dict[str, dict[str, int]]]:
+    """How many objects each successful manipulation of the evaluation moved, and how far in all.
+
+    Histograms (value -> count) over the records of manipulations.jsonl (every
+    valid move of the evaluation: `valid`), those that changed an answer
+    (`changed`) and those that broke a right one (`dropped`); the total
+    displacement is the sum of the moved objects' move lengths, to 4 decimals.
+    """
+    import json
+
+    from agents.evaluation import moved_objects, total_displacement
+
+    sizes: dict[str, dict[str, Counter]] = {kind: {"moved_objects": Counter(), "displacement": Counter()}
+                                            for kind in ("valid", "changed", "dropped")}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            for kind in ("valid", "changed", "dropped"):
+                if kind == "valid" or record.get(kind):
+                    sizes[kind]["moved_objects"][str(moved_objects(record["moves"]))] += 1
+                    sizes[kind]["displacement"][f"{total_displacement(record['moves']):.4f}"] += 1
+    return {kind: {name: dict(sorted(counts.items())) for name, counts in by_name.items()}
+            for kind, by_name in sizes.items()}
 
 
 def _search(trial: dict[str, Any]) -> dict[str, float]:

@@ -208,42 +208,36 @@ def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
 def _cmd_benchmark(args: argparse.Namespace) -> int | None:
     from pathlib import Path
 
-    from benchmarks.presets import POOL_SEED, PRESETS
+    from benchmarks.presets import PRESETS, budgets, default_pool
     from benchmarks.report import build_report
     from benchmarks.runner import run_plan
     from benchmarks.trials import Plan
-    from clevr_game.errors import InputError
     from players.registry import check_spec
 
     preset = PRESETS[args.preset]
     limits = limits_from_args(args)
-    players = args.players.split(",") if args.players else list(preset.players)
+    players = args.players.split(",") if args.players else list(preset.all_players())
     for spec in players:  # a typo fails now, not as one failed trial per seed hours later
         check_spec(spec)
     out = Path(args.out)
     items = args.items
     if items is None:  # the embedded default: a generated pool, the same for a given preset
-        from clevr_game.dataset import dataset_files
-        from clevr_game.generate import generate_dataset
-
-        items = str(out / "items")
-        try:
-            dataset_files(items)
-        except InputError:
-            # Visibility checked as CLEVR does: the pool's scenes may be rendered for pixel players.
-            generate_dataset(items, preset.pool_scenes, preset.pool_questions_per_scene, POOL_SEED,
-                             progress=not args.no_progress, check_visibility=True)
+        items = default_pool(preset, out / "items", clevr_templates=args.clevr_templates,
+                             progress=not args.no_progress)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(preset.sizes)
     plan = Plan(
         players=players,
         items=items,
-        sizes=[int(s) for s in args.sizes.split(",")] if args.sizes else list(preset.sizes),
+        sizes=sizes,
         minigames=preset.minigames if args.minigames is None else args.minigames,
         seeds=preset.seeds if args.seeds is None else args.seeds,
         steps=preset.steps if args.steps is None else args.steps,
         out=str(out),
         eval_samples=preset.eval_samples,
         search_budget=preset.search_budget,
-        adversary_weights=args.adversary_weights, adversaries=tuple(_adversaries(args.adversaries)),
+        adversary_weights=args.adversary_weights,
+        adversaries=tuple(_adversaries(args.adversaries or ",".join(preset.adversaries))),
+        per_size=budgets(preset, sizes, minigames=args.minigames, seeds=args.seeds, steps=args.steps),
         player_timeout=limits["timeout_s"], max_player_failures=limits["max_failures"],
         max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
     )
@@ -280,8 +274,15 @@ def _cmd_report(args: argparse.Namespace) -> int | None:
 
 def _add_benchmark_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("benchmark", help="players x mini-game sizes x mini-games x seeds of `attack`, with a report")
-    p.add_argument("--preset", choices=["quick", "paper"], default="quick")
-    p.add_argument("--players", default=None, help="comma-separated player names (default: the shipped ones)")
+    p.add_argument("--preset", choices=["quick", "paper", "table2", "table2-full"], default="quick",
+                   help="quick: minutes on 2 cores; paper: the shipped players at the paper's scale; table2: the "
+                        "paper's Table 2 experiment on every player, state and pixel adversaries, sizes 10/100/1000 "
+                        "(about 8 hours on 2 cores, see docs/report.md); table2-full: the same at 30 seeds per "
+                        "mini-game, for a Ray cluster or GPU machine")
+    p.add_argument("--clevr-templates", default=None, metavar="DIR",
+                   help="CLEVR 1.0's template folder: the table2 presets' generated pool asks CLEVR's templates "
+                        "and the project's own (default: the own templates only, with a notice)")
+    p.add_argument("--players", default=None, help="comma-separated player names (default: the preset's players)")
     p.add_argument("--items", default=None, help="item folder (default: a generated pool in OUT/items)")
     p.add_argument("--sizes", type=positive_int_list, default=None, help="comma-separated mini-game sizes")
     p.add_argument("--minigames", type=positive_int, default=None, help="mini-games per size")
@@ -295,8 +296,9 @@ def _add_benchmark_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-visibility", action="store_true",
                    help="do not require every object to stay visible (checked by default for players that see images)")
-    p.add_argument("--adversaries", default="state",
-                   help="comma-separated adversary inputs: state (the scene graph), pixel (the original image)")
+    p.add_argument("--adversaries", default=None,
+                   help="comma-separated adversary inputs: state (the scene graph), pixel (the original image) "
+                        "(default: the preset's: state; state,pixel for table2)")
     add_limit_options(p)
     _add_gallery_option(p)
     p.set_defaults(handler=_cmd_benchmark)

@@ -264,6 +264,39 @@ class Game:
 
     # ------------------------------------------------------------------ the move
 
+    def judge_moves(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """(B,) whether each move passes every referee `play` would ask, without asking the player.
+
+        The same verdicts as `play` (boundary, visibility, ASP, relevance), so a
+        baseline can reject invalid moves before they cost a query.
+        """
+        indices = np.asarray(indices, dtype=np.int64)
+        actions = np.asarray(actions, dtype=np.int64)
+        pool = self.pool
+        start = pool.xy[indices]
+        present = pool.present[indices]
+        moved = np.where(present[..., None], self.moves.apply(start, heads, actions), start)
+        layout = judge_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
+        ok = np.zeros(len(indices), dtype=bool)
+        accepted: list[tuple[int, Scene]] = []
+        for row, (index, fits) in enumerate(zip(indices.tolist(), layout.ok.tolist(), strict=True)):
+            if not fits:
+                continue
+            item, n = pool.items[index], int(pool.num_objects[index])
+            coords = np.column_stack([moved[row, :n], pool.z[index, :n]])
+            verdicts, scene, _ = self._judge_valid_layout(item, index, coords)
+            if not verdicts[-1].ok:
+                continue
+            if not np.any(moved[row] != start[row]):  # as in `play`: an unmoved scene is not rendered to judge
+                ok[row] = True
+                continue
+            accepted.append((row, scene if scene is not None else item.scene.with_coords(coords)))
+        if accepted and self.visibility is not None:
+            verdicts = self.visibility.judge_many([scene for _, scene in accepted])
+            accepted = [a for a, verdict in zip(accepted, verdicts, strict=True) if verdict.ok]
+        ok[[row for row, _ in accepted]] = True
+        return ok
+
     def play(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> list[Outcome]:
         """Play one move on each of B items: `heads` (B, 10) maps head -> object slot."""
         indices = np.asarray(indices, dtype=np.int64)
