@@ -181,18 +181,27 @@ class Scene:
 
         Pixel coordinates are projected (or taken from an (N, 3) array a caller
         projected in bulk) and relationships recomputed (or taken as given, or left
-        to `to_json` when `compute_relationships` is false).
+        to `to_json` when `compute_relationships` is false). A `region` field (CLEVR-POC)
+        is set to the region of the new centre.
         """
         coords = np.asarray(coords, dtype=np.float64)
         xyz = coords if coords.shape[1] > 2 else np.column_stack([coords, self.coords()[:, 2]])
         if pixel_coords is True:
             pixel_coords = project_to_pixels(xyz) if len(xyz) else None
         pixels = pixel_coords.tolist() if isinstance(pixel_coords, np.ndarray) else None
+        extras = [dict(obj.extra) for obj in self.objects]
+        if any("region" in extra for extra in extras):
+            # A CLEVR-POC object's region follows from its centre: a moved object carries its new one.
+            from clevr_game.asp.regions import regions_of
+
+            for extra, region in zip(extras, regions_of(xyz, self.directions).tolist(), strict=True):
+                if "region" in extra:
+                    extra["region"] = region
         objects = [
             SceneObject(
                 obj.size, obj.color, obj.material, obj.shape, (p[0], p[1], p[2]), obj.rotation,
                 (int(pixels[i][0]), int(pixels[i][1]), pixels[i][2]) if pixels else obj.pixel_coords,
-                dict(obj.extra),
+                extras[i],
             )
             for i, (obj, p) in enumerate(zip(self.objects, xyz.tolist(), strict=True))
         ]

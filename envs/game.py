@@ -170,7 +170,8 @@ class Game:
             paths = [str(p) for p in self._images(scenes)]
         return [
             Query(item.item_id, item.question, scene=scene, image_path=path, program=item.program,
-                  vocabulary=scene.vocabulary).restricted_to(self.player.needs)
+                  vocabulary=scene.vocabulary,
+                  environment=item.extra.get("environment_text")).restricted_to(self.player.needs)
             for item, scene, path in zip(items, scenes, paths, strict=True)
         ]
 

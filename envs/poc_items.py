@@ -34,6 +34,13 @@ def _field(entry: dict, key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _environment_text(path: Path, where: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: environment file {path} is not UTF-8 text") from None
+
+
 def poc_items(folder: str | os.PathLike[str]) -> list[Item]:
     """Items of a folder written by `clevr-game poc generate` (items.json + environments/)."""
     folder = Path(folder)
@@ -42,6 +49,7 @@ def poc_items(folder: str | os.PathLike[str]) -> list[Item]:
     if not isinstance(entries, list):
         raise InputError(f"{folder / 'items.json'}: expected a CLEVR-POC items file with an 'items' list")
     items = []
+    environment_texts: dict[Path, str] = {}
     for position, entry in enumerate(entries):
         where = f"items.json: item {position}"
         if not isinstance(entry, dict):
@@ -50,6 +58,8 @@ def poc_items(folder: str | os.PathLike[str]) -> list[Item]:
         env_file = folder / "environments" / f"{env_id}.lp"
         if not env_file.is_file():
             raise InputError(f"{where}: environment file {env_file} not found")
+        if env_file not in environment_texts:
+            environment_texts[env_file] = _environment_text(env_file, where)
         hidden = _field(entry, "hidden_object", dict, where)
         answer = _field(entry, "answer", list, where)
         items.append(Item(
@@ -64,6 +74,7 @@ def poc_items(folder: str | os.PathLike[str]) -> list[Item]:
                 "hidden_object": parse_object(hidden, CLEVR_POC, f"{where}, hidden_object"),
                 "hidden_index": int(hidden.get("index", 0)),
                 "environment_file": str(env_file),
+                "environment_text": environment_texts[env_file],
                 "query_attribute": entry.get("query_attribute"),
             },
         ))

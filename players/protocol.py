@@ -71,6 +71,9 @@ class Query:
     image_path: str | None = None
     program: Program | None = None
     vocabulary: Vocabulary | None = None
+    environment: str | None = None
+    """CLEVR-POC: the item's environment, its `.lp` text (constraints under their English sentences).
+    Part of the question, so every player gets it."""
 
     def answer_vocabulary(self) -> Vocabulary:
         if self.vocabulary is not None:
@@ -211,6 +214,8 @@ def query_to_wire(query: Query, needs: frozenset[str]) -> dict[str, Any]:
         wire["image"] = str(query.image_path)
     if NEED_PROGRAM in needs and query.program is not None:
         wire["program"] = program_to_json(query.program)
+    if query.environment is not None:
+        wire["environment"] = query.environment
     return wire
 
 

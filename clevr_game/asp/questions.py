@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clevr_game.errors import InputError
 from clevr_game.programs import INVALID_ANSWER, Node, Program, reference_execute
 from clevr_game.scene import Scene, SceneObject
 from clevr_game.vocab import ATTRIBUTES, RELATIONS
@@ -198,3 +199,79 @@ def make_question(
             query_attribute=query_attribute,
         )
     return None
+
+
+def _visible_referents(program: Program, index: int, visible: Scene) -> list[int]:
+    """Visible objects picked out by node `index`: `scene` narrowed by filters (a referent's description)."""
+    node = program[index]
+    if node.function == "scene":
+        return list(range(len(visible)))
+    if node.function.startswith("filter_") and node.function[len("filter_"):] in ATTRIBUTES:
+        attribute, value = node.function[len("filter_"):], node.value_inputs[0]
+        return [i for i in _visible_referents(program, node.inputs[0], visible)
+                if visible.objects[i].attribute(attribute) == value]
+    raise InputError(f"program node {index}: {node.function} cannot describe a visible object")
+
+
+def _referent(program: Program, index: int, visible: Scene) -> int:
+    node = program[index]
+    if node.function != "unique":
+        raise InputError(f"program node {index}: expected unique(...) naming one visible object, got {node.function}")
+    found = _visible_referents(program, node.inputs[0], visible)
+    if len(found) != 1:
+        raise InputError(f"program node {index}: the description matches {len(found)} visible objects, not one")
+    return found[0]
+
+
+def _hidden_conditions(
+    program: Program, index: int, visible: Scene, known: list[str], links: list[str]
+) -> None:
+    """Body literals about X (the hidden object) of the set expression at node `index`."""
+    node = program[index]
+    function = node.function
+    if function == "scene":
+        return
+    if function == "intersect":
+        for child in node.inputs:
+            _hidden_conditions(program, child, visible, known, links)
+        return
+    if function.startswith("filter_") and function[len("filter_"):] in ATTRIBUTES:
+        _hidden_conditions(program, node.inputs[0], visible, known, links)
+        known.append(f"hasProperty(X, {function[len('filter_'):]}, {node.value_inputs[0]})")
+        return
+    if function == "relate" and node.value_inputs and node.value_inputs[0] in RELATIONS:
+        links.append(f"{node.value_inputs[0]}_R(X, {_referent(program, node.inputs[0], visible)})")
+        return
+    if function.startswith("same_") and function[len("same_"):] in ATTRIBUTES:
+        links.append(f"{function}(X, {_referent(program, node.inputs[0], visible)})")
+        return
+    raise InputError(f"program node {index}: {function} is not part of a hidden-object question")
+
+
+def program_rule(program: Program, visible: Scene) -> str:
+    """The ASP query rule of a hidden-object program, its referents resolved on the visible scene.
+
+    The inverse of `make_question` for its programs: `query_A(unique(S))`, where S
+    intersects relate / same_A of visible referents (each `unique` of `scene`
+    narrowed by filters, which must match exactly one visible object) and may be
+    filtered by a known attribute of the hidden object. Visible objects are numbered
+    by their position in `visible`, as in the items' `asp` field. InputError (one
+    line naming the node) for any other program.
+    """
+    if not program:
+        raise InputError("empty program")
+    last = len(program) - 1
+    root = program[last]
+    attribute = root.function[len("query_"):] if root.function.startswith("query_") else ""
+    if attribute not in ATTRIBUTES:
+        raise InputError(f"program node {last}: expected query_<attribute> at the end, got {root.function}")
+    unique = program[root.inputs[0]]
+    if unique.function != "unique":
+        raise InputError(f"program node {root.inputs[0]}: expected unique(...) of the hidden object, got {unique.function}")
+    known: list[str] = []
+    links: list[str] = []
+    _hidden_conditions(program, unique.inputs[0], visible, known, links)
+    if not links:
+        raise InputError("the program relates the hidden object to no visible object")
+    body = ["hidden(X)", f"hasProperty(X, {attribute}, Q)", *known, *links]
+    return f"query(Q) :- {', '.join(body)}."

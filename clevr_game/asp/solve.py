@@ -13,6 +13,7 @@ the attribute it asks (ParsedQuestion), or solving fails with one line.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import clingo
 import clingo.ast as clingo_ast
 import numpy as np
 
+from clevr_game.asp.background import SPATIAL_PREDICATES
 from clevr_game.asp.clingo_io import parse_program
 from clevr_game.asp.environment import Environment
 from clevr_game.asp.parsing import (
@@ -40,19 +42,29 @@ OUTSIDE_VOCABULARY = f"{RESERVED_PREFIX}outside_vocabulary"
 
 
 def scene_regions(scene: Scene, name: str) -> list[int]:
-    """Each object's `region` field, or the region of its coordinates when the field is absent."""
+    """The region of each object's centre; a stored `region` field must agree with it.
+
+    Coordinates decide because a moved object keeps whatever field it was given:
+    trusting the field would judge a move with the region the object has left.
+    """
     from_coords = regions_of(scene.coords(), scene.directions).tolist() if len(scene) else []
-    regions = []
-    for i, obj in enumerate(scene.objects):
-        region = obj.extra.get("region", from_coords[i])
-        if isinstance(region, bool) or not isinstance(region, int) or not 0 <= region < NUM_REGIONS:
-            raise InputError(f"{name}: object {i}: region must be an integer 0..{NUM_REGIONS - 1}, got {region!r}")
-        regions.append(region)
-    return regions
+    for i, (obj, region) in enumerate(zip(scene.objects, from_coords, strict=True)):
+        if "region" not in obj.extra:
+            continue
+        stored = obj.extra["region"]
+        if isinstance(stored, bool) or not isinstance(stored, int) or not 0 <= stored < NUM_REGIONS:
+            raise InputError(f"{name}: object {i}: region must be an integer 0..{NUM_REGIONS - 1}, got {stored!r}")
+        if stored != region:
+            raise InputError(
+                f"{name}: object {i}: region {stored} disagrees with its 3d_coords, which lie in region {region}"
+            )
+    return from_coords
 
 
-def partial_scene_facts(scene: Scene, environment: Environment, name: str = "<scene>") -> str:
-    """ASP facts for the visible objects 0..K-1 of a partial scene."""
+def partial_scene_facts(
+    scene: Scene, environment: Environment, name: str = "<scene>", *, relations: bool = True
+) -> str:
+    """ASP facts for the visible objects 0..K-1 of a partial scene (`relations`: also left/2 ...)."""
     if len(scene) > environment.num_objects:
         raise InputError(
             f"{name}: the scene shows {len(scene)} objects but {environment.name} has only {environment.num_objects}"
@@ -65,7 +77,7 @@ def partial_scene_facts(scene: Scene, environment: Environment, name: str = "<sc
             if value not in environment.vocabulary.values(attribute):
                 raise InputError(f"{name}: object {i}: unknown {attribute} {value!r}")
             facts.append(f"hasProperty({i}, {attribute}, {value}).")
-    if len(scene) > 1:
+    if relations and len(scene) > 1:
         matrices = scene.relation_matrices()
         for relation in RELATIONS:
             # matrices[rel][i, j]: j is rel of i, i.e. the fact rel(j, i).
@@ -213,6 +225,29 @@ def _guarded(rule: clingo_ast.AST, label: int, values: Sequence[str]) -> list[cl
     return guarded
 
 
+_BRAVE_CACHE_SIZE = 50_000
+_brave_cache: OrderedDict[tuple[str, ...], tuple[bool, tuple[str, ...] | str]] = OrderedDict()
+_QUESTION_CACHE_SIZE = 4096
+_question_cache: OrderedDict[tuple[str, ...], tuple[ParsedQuestion, bool]] = OrderedDict()
+
+
+def _parsed_question(environment: Environment, question: str, question_name: str) -> tuple[ParsedQuestion, bool]:
+    """The parsed question and whether the program reads spatial facts; cached, since walking clingo ASTs is slow."""
+    key = (environment.name, environment.text, question, question_name)
+    cached = _question_cache.get(key)
+    if cached is None:
+        parsed = parse_question(question, question_name, environment)
+        spatial = environment.uses_spatial or any(
+            atom.name in SPATIAL_PREDICATES
+            for statement in parse_self_contained(question, question_name)
+            for atom in atoms_below(statement)
+        )
+        cached = _question_cache[key] = (parsed, spatial)
+        if len(_question_cache) > _QUESTION_CACHE_SIZE:
+            _question_cache.popitem(last=False)
+    return cached
+
+
 def brave_answers(
     environment: Environment, scene: Scene, question: str, *, scene_name: str = "<scene>",
     question_name: str = "<question>",
@@ -221,9 +256,36 @@ def brave_answers(
 
     InputError when the question takes a value outside its answer vocabulary in
     some stable model, rather than a list of such values.
+
+    Results are remembered by the exact program text: the game asks the same
+    visible regions again and again while only coordinates change. The spatial
+    facts (left/2 ...) join the program only when the environment or the
+    question reads them; otherwise they cannot change a stable model.
     """
-    parsed = parse_question(question, question_name, environment)
-    facts = parse_program(partial_scene_facts(scene, environment, scene_name), scene_name)
+    parsed, spatial = _parsed_question(environment, question, question_name)
+    facts_text = partial_scene_facts(scene, environment, scene_name, relations=spatial)
+    key = (environment.name, environment.text, facts_text, question, scene_name, question_name)
+    cached = _brave_cache.get(key)
+    if cached is None:
+        try:
+            cached = (True, tuple(_solve_brave(environment, parsed, facts_text, scene_name, question_name)))
+        except InputError as exc:
+            cached = (False, str(exc))
+        _brave_cache[key] = cached
+        if len(_brave_cache) > _BRAVE_CACHE_SIZE:
+            _brave_cache.popitem(last=False)
+    else:
+        _brave_cache.move_to_end(key)
+    ok, result = cached
+    if not ok:
+        raise InputError(result)
+    return list(result)
+
+
+def _solve_brave(
+    environment: Environment, parsed: ParsedQuestion, facts_text: str, scene_name: str, question_name: str
+) -> list[str]:
+    facts = parse_program(facts_text, scene_name)
     values = " ".join(f"{ANSWER_VALUE}({v})." for v in parsed.answer_values)
     shown = " ".join(f"#show {p}/1." for p in (*QUERY_PREDICATES, OUTSIDE_VOCABULARY))
     extra = parse_program(f"{values} {shown}", "question guard")
