@@ -134,7 +134,7 @@ def test_resume_after_a_kill_loses_and_duplicates_nothing(setup, tmp_path):
     for trial, record in before.items():
         assert after[trial] == record  # finished trials were skipped, not rerun
     printed = result.stdout.splitlines()
-    ran = [line.split("] ", 1)[1].split(":")[0] for line in printed if line.startswith("[")]
+    ran = [line.split(" left  ", 1)[1].split(":")[0] for line in printed if line.startswith("[")]
     assert sorted(ran) == sorted(set(after) - set(before)), printed  # only the two gated trials ran again
     assert "trials: 4 finished: 4 failed: 0" in printed, printed
 
