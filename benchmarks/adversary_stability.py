@@ -33,6 +33,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "decaying-target": {"max_entropy_coef": None, "target_entropy_final": 0.05, "keep_best": False},
     "best-window": {"max_entropy_coef": None, "target_entropy_final": None, "keep_best": True},
     "capped+best-window": {"max_entropy_coef": 0.05, "target_entropy_final": None, "keep_best": True},
+    "capped-0.1": {"max_entropy_coef": 0.1, "target_entropy_final": None, "keep_best": False},
+    "capped-0.1+best-window": {"max_entropy_coef": 0.1, "target_entropy_final": None, "keep_best": True},
 }
 
 
