@@ -22,7 +22,7 @@ each of about 4,000 / 7,900 / 19,000 queries (size 10 / 100 / 1000, at 8
 evaluation samples per item for size 1000): 360 s, 690 s, 1,635 s; its greedy
 search baseline (first seed of each mini-game) 0.085 s per query. With 4
 mini-games x 2 seeds of size 10, 2 x 2 of size 100 and 1 x 1 of size 1000,
-two adversaries, two state and three pixel players, that is about 49,700
+two adversaries, two state and three pixel players, that is about 49,200
 trial-seconds, 6.9 hours on two cores (`estimated_hours`); the rest of the 8
 hours is margin for the query counts, which depend on what the adversary learns.
 """

@@ -583,12 +583,13 @@ def manipulation_plot(rows: list[dict], path: Path) -> bool:
         displacement = {float(v): c for v, c in row["changed"]["displacement"].items()}
         values = sorted(displacement)
         shares = np.cumsum([displacement[v] for v in values]) / sum(displacement.values())
-        right.step(values, shares, where="post", label=name)
+        right.step([0.0, *values], [0.0, *shares], where="post", label=name)
     left.set_xlabel("objects moved")
     left.set_ylabel("share of successful manipulations")
     left.xaxis.get_major_locator().set_params(integer=True)
     right.set_xlabel("total displacement (scene units; one bin = 0.3)")
     right.set_ylabel("cumulative share")
+    right.set_ylim(0, 1.02)
     for ax in (left, right):
         ax.legend(fontsize=7)
     fig.suptitle("manipulations of the trained adversaries that changed an answer", fontsize=10)

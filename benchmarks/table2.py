@@ -136,11 +136,12 @@ def jonckheere_terpstra(groups: list[list[float]]) -> Test:
     sizes = np.array([len(g) for g in groups], dtype=np.float64)
     ties = np.unique(values, return_counts=True)[1].astype(np.float64)
     mean = (n * n - np.sum(sizes**2)) / 4
-    variance = ((n * (n - 1) * (2 * n + 5) - np.sum(sizes * (sizes - 1) * (2 * sizes + 5))
-                 - np.sum(ties * (ties - 1) * (2 * ties + 5))) / 72
-                + np.sum(sizes * (sizes - 1) * (sizes - 2)) * np.sum(ties * (ties - 1) * (ties - 2))
-                / (36 * n * (n - 1) * (n - 2))
-                + np.sum(sizes * (sizes - 1)) * np.sum(ties * (ties - 1)) / (8 * n * (n - 1)))
+    variance = (n * (n - 1) * (2 * n + 5) - np.sum(sizes * (sizes - 1) * (2 * sizes + 5))
+                - np.sum(ties * (ties - 1) * (2 * ties + 5))) / 72
+    if n > 2:  # the tie terms vanish with fewer values (and their denominators with them)
+        variance += (np.sum(sizes * (sizes - 1) * (sizes - 2)) * np.sum(ties * (ties - 1) * (ties - 2))
+                     / (36 * n * (n - 1) * (n - 2))
+                     + np.sum(sizes * (sizes - 1)) * np.sum(ties * (ties - 1)) / (8 * n * (n - 1)))
     if variance <= 0:
         return Test(name, statistic, None, n, "n/a: every value is the same")
     z = (statistic - mean) / math.sqrt(variance)

@@ -200,6 +200,13 @@ def test_jonckheere_terpstra_hand_computed_with_a_tie():
     assert test.z == pytest.approx(z) and test.p_value == pytest.approx(2 * scipy_stats.norm.sf(z))
 
 
+def test_jonckheere_terpstra_of_two_single_values():
+    # One mini-game per size: J = 1 above its mean 1/2, variance 2 * 1 * 9 / 72 = 1/4, z = 1.
+    with np.errstate(all="raise"):
+        test = table2.jonckheere_terpstra([[0.1], [0.2]])
+    assert test.statistic == 1.0 and test.z == pytest.approx(1.0)
+
+
 def test_jonckheere_terpstra_is_kendalls_tau_test_against_the_group_order():
     rng = np.random.default_rng(4)
     groups = [np.round(rng.uniform(0, 1, n) - 0.15 * k, 1).tolist() for k, n in enumerate((6, 4, 5))]
