@@ -13,7 +13,7 @@ import time
 
 from benchmarks.timing import print_table
 
-SUITES = ("generate", "programs", "questions", "asp", "env", "adversary", "render", "exhaustive")
+SUITES = ("generate", "programs", "questions", "asp", "env", "adversary", "render", "exhaustive", "players")
 
 
 def main() -> None:

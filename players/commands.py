@@ -21,7 +21,7 @@ from clevr_game.errors import InputError, RunFailed
 from players.guard import add_limit_options, limits_from_args
 
 TRAINABLE = ("state-transformer", "state-rn")
-PIXEL_TRAINABLE = ("pixel-rn", "film", "neuro-symbolic")  # trained by players.pixel.commands
+PIXEL_TRAINABLE = ("pixel-rn", "film", "neuro-symbolic", "object-transformer")  # trained by players.pixel.commands
 
 
 def _model_config(text: str | None) -> dict:
@@ -41,8 +41,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.steps <= 0 or args.batch_size <= 0:
         raise InputError("--steps and --batch-size must be positive")
-    if args.player in PIXEL_TRAINABLE and (args.extra or args.init):
-        raise InputError(f"--extra and --init are for the state players, not {args.player}")
+    if args.player in PIXEL_TRAINABLE and (args.extra or (args.init and args.player != "object-transformer")):
+        raise InputError(f"--extra and --init are for the state players (and --init for the object-transformer), "
+                         f"not {args.player}")
     if args.player in PIXEL_TRAINABLE:
         from players.pixel.commands import train_from_args
 
@@ -139,7 +140,8 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--extra", action="append", default=[], metavar="DIR",
                    help="another dataset folder to train on as well, e.g. `clevr-game export` output (repeatable)")
     p.add_argument("--init", default=None, metavar="FILE",
-                   help="start from this player file's weights and vocabulary (fine-tuning) instead of a fresh model")
+                   help="start from this player file's weights and vocabulary (fine-tuning) instead of a fresh model; "
+                        "object-transformer: a state-transformer file, its reasoning starts from it")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
     p.add_argument("--image-size", default="128x96", help="pixel players: image size, WIDTHxHEIGHT")

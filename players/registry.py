@@ -162,3 +162,13 @@ def _pixel_player(class_name: str) -> PlayerFactory:
 register("pixel-rn", _pixel_player("PixelRelationNetworkPlayer"))
 register("film", _pixel_player("FiLMPlayer"))
 register("neuro-symbolic", _pixel_player("NeuroSymbolicPlayer"))
+
+
+def _object_transformer(**kwargs: Any) -> Player:
+    # Imported on first use, like the others.
+    from players.pixel.object_player import ObjectTransformerPlayer
+
+    return ObjectTransformerPlayer(**kwargs)
+
+
+register("object-transformer", _object_transformer)

@@ -19,6 +19,7 @@ from clevr_game.text import WordVocabulary
 from players.pixel.images import ImageSpec
 from players.pixel.models import FiLMConfig, FiLMNetwork, PixelRelationNetwork, PixelRNConfig
 from players.pixel.neuro_symbolic import NeuroSymbolicConfig, NeuroSymbolicNetwork
+from players.pixel.object_transformer import ObjectTransformerConfig, ObjectTransformerNetwork
 from players.state.checkpoint import (
     COMMON_FIELDS,
     check_player_dict,
@@ -28,7 +29,8 @@ from players.state.checkpoint import (
 
 FORMAT = "clevr-game-pixel-player/1"
 
-PLAYER_KINDS: dict[str, str] = {"pixel-rn": "relation-network", "film": "film", "neuro-symbolic": "neuro-symbolic"}
+PLAYER_KINDS: dict[str, str] = {"pixel-rn": "relation-network", "film": "film", "neuro-symbolic": "neuro-symbolic",
+                                "object-transformer": "object-transformer"}
 """Player name -> model kind."""
 
 
@@ -41,6 +43,8 @@ def build_model(kind: str, config: dict[str, Any], vocabulary_size: int, answer_
         return FiLMNetwork(FiLMConfig(**config), vocabulary_size, answer_count)
     if kind == "neuro-symbolic":
         return NeuroSymbolicNetwork(NeuroSymbolicConfig.from_dict(config), vocabulary_size, token_count)
+    if kind == "object-transformer":
+        return ObjectTransformerNetwork(ObjectTransformerConfig.from_dict(config), vocabulary_size, answer_count)
     raise InputError(f"unknown pixel model kind {kind!r} (expected one of {', '.join(PLAYER_KINDS.values())})")
 
 

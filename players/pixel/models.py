@@ -118,8 +118,10 @@ class PixelRelationNetwork(nn.Module):
         # The mean, not Santoro's sum, over the pairs: the scale does not grow with the grid.
         return self.g_rest(first).mean(dim=(1, 2))
 
-    def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-        return self.f(self.relations(self.cells(images), words))
+    def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
+        """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
+        cells = self.cells(images)
+        return self.f(self.relations(cells if image_of is None else cells[image_of], words))
 
 
 @dataclass(frozen=True)
@@ -175,8 +177,11 @@ class FiLMNetwork(nn.Module):
             nn.Linear(config.classifier_width, answer_count),
         )
 
-    def forward(self, images: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-        features = self.stem(normalise_images(images))
+    def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
+        """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
+        features = self.stem(normalise_images(images))  # the stem does not see the question: once per image
+        if image_of is not None:
+            features = features[image_of]
         parameters = self.film(self.question(words)).view(words.shape[0], self.config.blocks, 2, self.config.width)
         for index, block in enumerate(self.blocks):
             # Gamma around 1 at the start: the blocks begin as plain residual blocks.

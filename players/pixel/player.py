@@ -107,7 +107,9 @@ class PixelPlayer(LearnedPlayer):
 class _AnsweringPlayer(PixelPlayer):
     @torch.inference_mode()
     def _answer_images(self, images: np.ndarray, image_of: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
-        logits = self.model(*self._tensors(images[image_of], words)).float().cpu().numpy()
+        # Each image goes through the question-blind layers once, however many questions ask about it.
+        image_tensor, word_tensor = self._tensors(images, words)
+        logits = self.model(image_tensor, word_tensor, torch.from_numpy(image_of).to(self.device)).float().cpu().numpy()
         return [[self.answers[i] for i in np.argsort(-scores)] for scores in logits]
 
 

@@ -10,7 +10,10 @@ when missing) and the model. Two tasks:
 - `neuro-symbolic`: the perception loss on the images of the batch plus the
   parser's cross-entropy on the program tokens of its questions, summed (the
   two parts share no weights, so this trains both side by side); evaluated
-  end to end (perceive, parse, execute).
+  end to end (perceive, parse, execute);
+- `object-transformer`: cross-entropy on the answer, the transformer only, on
+  detections of a perception copied from a neuro-symbolic file and frozen
+  (`players.pixel.object_training`).
 
 The checkpoint `<out>.ckpt` holds the player file, optimiser, scheduler, RNG
 state, step, learning curve and seconds; `<out>` is rewritten at every
@@ -43,6 +46,14 @@ from players.pixel.checkpoint import (
 from players.pixel.data import PixelData, attach_program_ids, image_rows, load_pixel_data
 from players.pixel.images import ImageSpec
 from players.pixel.neuro_symbolic import NeuroSymbolicNetwork, answer_questions, fallback_answers
+from players.pixel.object_training import (
+    ObjectTransformerTask,
+    perception_source,
+    reasoning_source,
+    start_config,
+    start_weights,
+)
+from players.pixel.object_transformer import ObjectTransformerNetwork
 from players.pixel.perception import SceneTargets, perception_loss
 from players.pixel.program_tokens import arities, program_to_tokens, token_list
 from players.state.checkpoint import read_torch, write_torch_atomic
@@ -79,6 +90,10 @@ class PixelTrainingOptions(LoopOptions):
     progress: bool = True
     resume: bool = False
     command: str = ""
+    perception_from: str | None = None
+    """object-transformer: the neuro-symbolic player file whose perception a fresh run copies (None: shipped)."""
+    init: str | None = None
+    """object-transformer: a state-transformer player file a fresh run starts its reasoning from."""
 
     @property
     def kind(self) -> str:
@@ -245,8 +260,12 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     previous: PixelPlayerFile | None = (
         from_dict(checkpoint["player"], str(options.checkpoint_path)) if checkpoint else None
     )
-    vocabulary = WordVocabulary(previous.words[2:]) if previous else default_word_vocabulary()
-    answers = list(previous.answers) if previous else list(ANSWERS)
+    if options.init and kind != "object-transformer":
+        raise InputError(f"--init is for the state players and the object-transformer, not {options.player}")
+    initial = reasoning_source(options.init) if options.init and previous is None else None
+    vocabulary = WordVocabulary(previous.words[2:]) if previous else (
+        initial.vocabulary() if initial else default_word_vocabulary())
+    answers = list(previous.answers) if previous else list(initial.answers if initial else ANSWERS)
     train_data, vocabulary = load_pixel_data(
         options.data, vocabulary, answers, spec, extend_vocabulary=previous is None,
         render_workers=options.render_workers, progress=options.progress,
@@ -257,14 +276,22 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
                                        render_workers=options.render_workers, progress=options.progress)
     torch.manual_seed(options.seed)
     config = previous.config if previous else options.model_config
+    perception_weights = None
+    if kind == "object-transformer" and previous is None:
+        perception_config, perception_weights = perception_source(options.perception_from)
+        config = start_config(config, perception_config, initial)
     tokens: list[str] = []
     fallback: dict[str, str] = {}
     if kind == "neuro-symbolic":
         tokens = previous.program_tokens if previous else token_list(train_data.programs)
         fallback = previous.fallback if previous else fallback_answers(train_data.programs, train_data.answers_text)
     model = build_model(kind, config, len(vocabulary), len(answers), len(tokens)).to(device)
-    task: AnsweringTask | NeuroSymbolicTask
-    if isinstance(model, NeuroSymbolicNetwork):
+    if isinstance(model, ObjectTransformerNetwork) and perception_weights is not None:
+        start_weights(model, perception_weights, initial, len(vocabulary))
+    task: AnsweringTask | NeuroSymbolicTask | ObjectTransformerTask
+    if isinstance(model, ObjectTransformerNetwork):
+        task = ObjectTransformerTask(model, device)
+    elif isinstance(model, NeuroSymbolicNetwork):
         attach_program_ids(train_data, tokens, model.config.parser.max_tokens)
         if eval_data is not None:
             attach_program_ids(eval_data, tokens, model.config.parser.max_tokens)

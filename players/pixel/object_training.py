@@ -1,0 +1,158 @@
+"""Training of the `object-transformer`: the reasoning transformer learns on frozen detections.
+
+The perception is copied from a neuro-symbolic player file when a run starts
+fresh (by default the shipped `players/weights/neuro-symbolic.pt`) and stays
+frozen, so every image's detections are computed once, before the first step,
+and each step trains only the transformer: cross-entropy on the answer.
+
+With `--init STATE_TRANSFORMER_FILE` a fresh run starts the transformer from a
+state transformer's weights instead of random ones: its architecture, word
+list, layers and answer head, its position encoding, and its attribute
+embeddings as the weights of the soft attribute encoding (a one-hot
+distribution gives exactly the embedding). The slot inputs the state
+transformer has no counterpart for (objectness score, CNN feature) start at
+zero, so before the first step the network answers as the state transformer
+would on the perceived scene, and training adapts it to what perception misses.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+from clevr_game.errors import InputError
+from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
+from players.pixel.checkpoint import load_player_file
+from players.pixel.data import PixelData
+from players.pixel.object_transformer import (
+    ObjectTokens,
+    ObjectTransformerNetwork,
+    perception_state,
+)
+from players.pixel.perception import PERCEIVED_VOCABULARY
+from players.state.checkpoint import PlayerFile, shipped_path
+from players.state.checkpoint import load_player_file as load_state_player_file
+from players.state.features import MAX_OBJECTS
+from players.training import FamilyScores, with_new_words
+
+DEFAULT_PERCEPTION_FILE = "neuro-symbolic.pt"
+"""The shipped player file whose perception a fresh object-transformer starts from."""
+
+
+def perception_source(path: str | os.PathLike[str] | None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(perception config, perception weights) of a neuro-symbolic player file (default: the shipped one)."""
+    source = shipped_path(DEFAULT_PERCEPTION_FILE) if path is None else path
+    player_file = load_player_file(source)
+    if player_file.kind != "neuro-symbolic":
+        raise InputError(f"{source}: holds a {player_file.kind!r} model; the object-transformer takes its "
+                         "perception from a 'neuro-symbolic' player file")
+    return dict(player_file.config["perception"]), perception_state(player_file.state_dict)
+
+
+_SHARED_WITH_STATE_TRANSFORMER = ("width", "layers", "heads", "feedforward", "fourier_bands", "dropout",
+                                  "relation_bias")
+
+
+def reasoning_source(path: str | os.PathLike[str]) -> PlayerFile:
+    """The state-transformer player file a fresh object-transformer starts its reasoning from (`--init`)."""
+    initial = load_state_player_file(path)
+    if initial.kind != "transformer":
+        raise InputError(f"--init {path}: holds a {initial.kind!r} model; the object-transformer starts from a "
+                         "state-transformer file ('transformer')")
+    return initial
+
+
+def start_config(model_config: dict[str, Any], perception_config: dict[str, Any],
+                 initial: PlayerFile | None) -> dict[str, Any]:
+    """The config of a fresh run: `model_config` with the perception's config, and the --init file's
+    architecture when there is one (the copied weights must fit); InputError for a --config that differs."""
+    fixed = {"perception": perception_config}
+    if initial is not None:
+        fixed.update({key: initial.config[key] for key in _SHARED_WITH_STATE_TRANSFORMER}, slots=MAX_OBJECTS)
+    differing = sorted(key for key, value in fixed.items() if key in model_config and model_config[key] != value)
+    if differing:
+        raise InputError(f"--config: {', '.join(differing)} differ from the files the object-transformer starts "
+                         "from (the neuro-symbolic perception, the --init state transformer); leave them out")
+    return {**model_config, **fixed}
+
+
+def reasoning_weights(model: ObjectTransformerNetwork, state: dict[str, torch.Tensor],
+                      vocabulary_size: int) -> dict[str, torch.Tensor]:
+    """A state transformer's state dict as `model`'s reasoning weights (all but the perception; see the module doc)."""
+    state = with_new_words(state, vocabulary_size)
+    shared = {name: tensor for name, tensor in state.items() if not name.startswith("objects.")}
+    columns = [state[f"objects.attributes.{index}.weight"][[CLEVR_POC.index(attribute, value)
+                                                             for value in PERCEIVED_VOCABULARY.values(attribute)]]
+               for index, attribute in enumerate(ATTRIBUTES)]
+    slots = model.slots
+    return {
+        **shared,
+        "slots.position.weight": state["objects.position.weight"],
+        "slots.position.bias": state["objects.position.bias"],
+        "slots.attributes.weight": torch.cat(columns).T.contiguous(),
+        "slots.appearance.weight": torch.zeros_like(slots.appearance.weight),
+        "slots.appearance.bias": torch.zeros_like(slots.appearance.bias),
+        "slots.score.weight": torch.zeros_like(slots.score.weight),
+        "slots.empty": state["objects.empty"],
+    }
+
+
+def start_weights(model: ObjectTransformerNetwork, perception: dict[str, torch.Tensor],
+                  initial: PlayerFile | None, vocabulary_size: int) -> None:
+    """Load the frozen perception, and the --init state transformer's reasoning weights when given."""
+    model.perception.load_state_dict(perception)
+    if initial is None:
+        return
+    missing, unexpected = model.load_state_dict(reasoning_weights(model, initial.state_dict, vocabulary_size),
+                                                strict=False)
+    assert not unexpected and all(name.startswith("perception.") for name in missing), (missing, unexpected)
+
+
+class ObjectTransformerTask:
+    """Cross-entropy on the answer from cached detections; the same per-family evaluation as the others."""
+
+    def __init__(self, model: ObjectTransformerNetwork, device: torch.device, detect_batch: int = 128):
+        self.model, self.device, self.detect_batch = model, device, detect_batch
+        self._detections: dict[int, ObjectTokens] = {}
+
+    def detections(self, data: PixelData) -> ObjectTokens:
+        """Every image's detections, computed on first use (the perception is frozen)."""
+        key = id(data)
+        if key not in self._detections:
+            was_training = self.model.training
+            self.model.eval()
+            parts = [self.model.detect(data.images[start : start + self.detect_batch].to(self.device))
+                     for start in range(0, len(data.images), self.detect_batch)]
+            self.model.train(was_training)
+            self._detections[key] = ObjectTokens(*(torch.cat(columns) for columns in zip(*parts, strict=True)))
+        return self._detections[key]
+
+    def _logits(self, data: PixelData, indices: torch.Tensor) -> torch.Tensor:
+        tokens = self.detections(data).select(data.questions.scene_of[indices].to(self.device))
+        longest = max(int(data.questions.lengths[indices].max()), 1)
+        words = data.questions.words[indices, :longest].long().to(self.device)
+        return self.model.reason(tokens, words)
+
+    def loss(self, data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        answers = data.questions.answers[indices].to(self.device)
+        return nn.functional.cross_entropy(self._logits(data, indices), answers), {}
+
+    @torch.inference_mode()
+    def evaluate(self, data: PixelData, limit: int | None = None, batch_size: int = 512) -> tuple[FamilyScores, dict]:
+        self.model.eval()
+        count = min(len(data), limit or len(data))
+        order = torch.argsort(data.questions.lengths[:count], stable=True)  # similar lengths: less padding
+        correct = torch.zeros(count, dtype=torch.bool)
+        for start in range(0, count, batch_size):
+            indices = order[start : start + batch_size]
+            predicted = self._logits(data, indices).argmax(dim=1).cpu()
+            correct[indices] = predicted == data.questions.answers[indices]
+        scores = FamilyScores()
+        for family_id, name in enumerate(data.questions.family_names):
+            members = data.questions.families[:count] == family_id
+            if bool(members.any()):
+                scores.add(name, int(correct[members].sum()), int(members.sum()))
+        return scores, {}
