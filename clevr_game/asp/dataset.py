@@ -3,6 +3,12 @@
 Query attributes follow fixed quotas (default 40% colour, 40% shape, 10% size,
 10% material); within an attribute no answer set may take much more than its
 share, so answers are spread rather than dominated by one frequent set.
+
+Beside `items.json`, every item gets a folder `items/NNNN/` holding what
+`poc solve` reads: `partial.json` (the visible scene), `q.lp` (its query rule
+under the question and the stored answer as comments) and `env.lp` (a copy of
+its environment), so `poc solve --environment env.lp --scene partial.json
+--question q.lp` runs inside it as written.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from clevr_game.asp.sampling import SceneSampler
 from clevr_game.asp.solve import brave_answers
 from clevr_game.errors import ClevrGameError, InputError
 from clevr_game.programs import program_to_json
-from clevr_game.scene import write_json_atomic
+from clevr_game.scene import write_json_atomic, write_text_atomic
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
 
 DEFAULT_QUERY_WEIGHTS: dict[str, float] = {"color": 0.4, "shape": 0.4, "size": 0.1, "material": 0.1}
@@ -53,9 +59,28 @@ class _EnvironmentEntry:
     sampler: SceneSampler
 
 
+def item_folder(out: str | os.PathLike[str], item_index: int) -> Path:
+    """`out/items/NNNN`: the files of one item."""
+    return Path(out) / "items" / f"{item_index:04d}"
+
+
+def item_question_text(item: dict) -> str:
+    """The `q.lp` of an item: its rule, under the question and the stored answer as comments."""
+    return f"% {item['question']}\n% stored answer: {', '.join(item['answer'])}\n{item['asp']}\n"
+
+
+def write_item_files(out: str | os.PathLike[str], item: dict, environment_text: str) -> Path:
+    """Write `partial.json`, `q.lp` and `env.lp` of one item into its folder; returns the folder."""
+    folder = item_folder(out, int(item["item_index"]))
+    write_json_atomic(folder / "partial.json", item["scene"], indent=1)
+    write_text_atomic(folder / "q.lp", item_question_text(item))
+    write_text_atomic(folder / "env.lp", environment_text)
+    return folder
+
+
 def _write_environments(
     out: Path, count: int, rng: np.random.Generator, samplers_seed: np.random.SeedSequence,
-    min_objects: int, max_objects: int,
+    min_objects: int, max_objects: int, allow_empty_regions: bool,
 ) -> list[_EnvironmentEntry]:
     folder = out / "environments"
     folder.mkdir(parents=True, exist_ok=True)
@@ -63,10 +88,10 @@ def _write_environments(
     for k, child in enumerate(samplers_seed.spawn(count)):
         ident = f"env_{k:03d}"
         n = int(rng.integers(min_objects, max_objects + 1))
-        specs = generate_environment(rng, n)
+        specs = generate_environment(rng, n, allow_empty_regions=allow_empty_regions)
         text = environment_text(specs, n, f"CLEVR-POC environment {ident}: {n} objects")
-        (folder / f"{ident}.lp").write_text(text, encoding="utf-8")
-        (folder / f"{ident}.txt").write_text("".join(f"{s.sentence()}\n" for s in specs), encoding="utf-8")
+        write_text_atomic(folder / f"{ident}.lp", text)
+        write_text_atomic(folder / f"{ident}.txt", "".join(f"{s.sentence()}\n" for s in specs))
         environment = Environment.from_text(text, f"environments/{ident}.lp")
         entries.append(_EnvironmentEntry(ident, environment, SceneSampler(environment, np.random.default_rng(child))))
     return entries
@@ -115,8 +140,11 @@ def generate_poc_dataset(
     min_objects: int = MIN_OBJECTS,
     max_objects: int = MAX_OBJECTS,
     query_weights: dict[str, float] | None = None,
+    allow_empty_regions: bool = False,
+    item_files: bool = True,
 ) -> Path:
-    """Write `out_dir/environments/env_XXX.{lp,txt}` and `out_dir/items.json`; returns the items path."""
+    """Write `out_dir/environments/env_XXX.{lp,txt}`, `out_dir/items.json` and (with `item_files`)
+    each item's `out_dir/items/NNNN/{partial.json,q.lp,env.lp}`; returns the items path."""
     if num_environments < 1 or num_items < 0:
         raise InputError("--environments must be >= 1 and --items >= 0")
     if not MIN_OBJECTS <= min_objects <= max_objects <= MAX_OBJECTS:
@@ -126,7 +154,8 @@ def generate_poc_dataset(
     out = Path(out_dir)
     environments_seed, samplers_seed, items_seed = np.random.SeedSequence(seed).spawn(3)
     entries = _write_environments(
-        out, num_environments, np.random.default_rng(environments_seed), samplers_seed, min_objects, max_objects
+        out, num_environments, np.random.default_rng(environments_seed), samplers_seed, min_objects, max_objects,
+        allow_empty_regions,
     )
     rng = np.random.default_rng(items_seed)
     schedule = [a for a in ATTRIBUTES for _ in range(quotas[a])]
@@ -142,6 +171,7 @@ def generate_poc_dataset(
     info = {
         "generator": f"clevr-game {__version__}", "vocabulary": CLEVR_POC.name, "seed": seed,
         "query_weights": weights, "num_environments": num_environments, "num_items": num_items,
+        "allow_empty_regions": allow_empty_regions,
     }
     environments = [
         {
@@ -150,6 +180,10 @@ def generate_poc_dataset(
         }
         for e in entries
     ]
+    if item_files:
+        texts = {e.ident: e.environment.text for e in entries}
+        for item in items:
+            write_item_files(out, item, texts[item["environment"]])
     path = out / "items.json"
     write_json_atomic(path, {"info": info, "environments": environments, "items": items})
     return path

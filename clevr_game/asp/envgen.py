@@ -2,11 +2,16 @@
 
 Constraints are added one at a time; each candidate is kept only when clingo
 finds the background plus all kept constraints still satisfiable for the
-environment's number of objects.
+environment's number of objects, and, unless empty regions are allowed, still
+satisfiable with an object in each region in turn. Without that test two
+constraints such as "Every object in region 3 is green or gray" and "Every
+object in region 3 is brown or cyan" pass together while saying, in effect,
+that region 3 is empty.
 """
 
 from __future__ import annotations
 
+import clingo
 import numpy as np
 
 from clevr_game.asp.background import background_program
@@ -81,11 +86,33 @@ def environment_text(specs: list[ConstraintSpec], num_objects: int, title: str =
     return "\n".join(lines) + "\n"
 
 
-def _satisfiable(specs: list[ConstraintSpec], num_objects: int, vocabulary: Vocabulary) -> bool:
+OCCUPIED = "clevr_game_occupied"  # reserved prefix: no environment can name it
+
+
+def _satisfiable(
+    specs: list[ConstraintSpec], num_objects: int, vocabulary: Vocabulary, *, every_region_usable: bool = False
+) -> bool:
+    """Some scene meets `specs`; with `every_region_usable`, for each region some scene has an object there."""
+    if every_region_usable:
+        return not empty_regions(specs, num_objects, vocabulary)  # an unsatisfiable list leaves every region empty
     control = new_control()
     control.add("base", [], background_program(vocabulary) + environment_text(specs, num_objects))
     control.ground([("base", [])])
     return bool(control.solve().satisfiable)
+
+
+def empty_regions(specs: list[ConstraintSpec], num_objects: int, vocabulary: Vocabulary = CLEVR_POC) -> list[int]:
+    """Regions that no scene meeting `specs` can put an object in."""
+    control = new_control()
+    control.add(
+        "base", [],
+        background_program(vocabulary) + environment_text(specs, num_objects) + f"{OCCUPIED}(R) :- at(_, R).",
+    )
+    control.ground([("base", [])])
+    return [
+        region for region in range(NUM_REGIONS)
+        if not control.solve(assumptions=[(clingo.Function(OCCUPIED, [clingo.Number(region)]), True)]).satisfiable
+    ]
 
 
 def generate_environment(
@@ -95,8 +122,13 @@ def generate_environment(
     max_constraints: int = MAX_CONSTRAINTS,
     vocabulary: Vocabulary = CLEVR_POC,
     max_attempts: int = 400,
+    allow_empty_regions: bool = False,
 ) -> list[ConstraintSpec]:
-    """A satisfiable list of template instances with at least two per region."""
+    """A satisfiable list of template instances with at least two per region.
+
+    Unless `allow_empty_regions`, no region is forced empty: each can hold an
+    object in some scene of the environment.
+    """
     if not MIN_OBJECTS <= num_objects <= MAX_OBJECTS:
         raise InputError(f"--objects {num_objects}: an environment has {MIN_OBJECTS} to {MAX_OBJECTS} objects")
     if not NUM_REGIONS * MIN_PER_REGION <= max_constraints <= MAX_CONSTRAINTS:
@@ -119,6 +151,6 @@ def generate_environment(
         if len(specs) + 1 + deficit > max_constraints or text in seen:
             continue
         seen.add(text)
-        if _satisfiable([*specs, spec], num_objects, vocabulary):
+        if _satisfiable([*specs, spec], num_objects, vocabulary, every_region_usable=not allow_empty_regions):
             specs.append(spec)
     raise ClevrGameError(f"no satisfiable environment of {num_objects} objects found in {max_attempts} attempts")
