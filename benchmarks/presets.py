@@ -17,14 +17,15 @@ each moved scene it is asked about and an index pass to judge visibility:
 neuro-symbolic at size 10 / 2,000 steps took 82 s wall for 531 queries, and
 94 valid moves cost 7.8 s (neuro-symbolic) and 7.1 s (film), about 0.085 s a
 query. So per trial, two side by side (TRIAL_SECONDS): a state player 22 s
-(size 10), 31 s (100), 117 s (1000); a pixel player 20 s plus 0.085 s for
-each of about 4,000 / 7,900 / 19,000 queries (size 10 / 100 / 1000, at 8
-evaluation samples per item for size 1000): 360 s, 690 s, 1,635 s; its greedy
-search baseline (first seed of each mini-game) 0.085 s per query. With 4
-mini-games x 2 seeds of size 10, 2 x 2 of size 100 and 1 x 1 of size 1000,
-two adversaries, two state and three pixel players, that is about 49,200
-trial-seconds, 6.9 hours on two cores (`estimated_hours`); the rest of the 8
-hours is margin for the query counts, which depend on what the adversary learns.
+(size 10), 31 s (100), 117 s (1000); a pixel player (object-transformer
+included: it sees through neuro-symbolic's detector) 20 s plus 0.085 s for
+each of about 4,000 / 6,000 / 19,000 queries (size 10 / 100 / 1000, at 32 / 16
+/ 8 evaluation samples per item): 360 s, 530 s, 1,635 s; its greedy search
+baseline (first seed of each mini-game) 0.085 s per query. With 3 mini-games
+x 2 seeds of size 10, 2 x 2 of size 100 and 1 x 1 of size 1000, two
+adversaries, two state and four pixel players, that is about 53,900
+trial-seconds, 7.5 hours on two cores (`estimated_hours`; 5.7 hours without
+object-transformer).
 """
 
 from __future__ import annotations
@@ -69,18 +70,19 @@ class Preset:
 
 SHIPPED_PLAYERS = ("state-transformer", "state-rn")
 STATE_PLAYERS = ("state-transformer", "state-rn")
-PIXEL_PLAYERS = ("neuro-symbolic", "film", "pixel-rn")
 OBJECT_TRANSFORMER = "object-transformer"
+PIXEL_PLAYERS = ("neuro-symbolic", "film", "pixel-rn", OBJECT_TRANSFORMER)
 TABLE2_PLAYERS = ("state-transformer", "state-rn", "neuro-symbolic", "film", "pixel-rn")
 
-TABLE2_BUDGETS = (SizeBudget(10, 4, 2, 20_000, search_budget=20), SizeBudget(100, 2, 2, 50_000, search_budget=20),
+TABLE2_BUDGETS = (SizeBudget(10, 3, 2, 20_000, search_budget=20),
+                  SizeBudget(100, 2, 2, 50_000, eval_samples=16, search_budget=20),
                   SizeBudget(1000, 1, 1, 50_000, eval_samples=8, search_budget=10))
 TABLE2_FULL_BUDGETS = (SizeBudget(10, 10, 30, 20_000, search_budget=100),
                        SizeBudget(100, 5, 30, 50_000, search_budget=50),
                        SizeBudget(1000, 3, 30, 100_000, eval_samples=16, search_budget=20))
 
 TRIAL_SECONDS = {("state", 10): 22, ("state", 100): 31, ("state", 1000): 117,
-                 ("pixel", 10): 360, ("pixel", 100): 690, ("pixel", 1000): 1635}
+                 ("pixel", 10): 360, ("pixel", 100): 530, ("pixel", 1000): 1635}
 """Seconds of one table2 trial by player kind and size, two trials side by side (module docstring)."""
 PIXEL_QUERY_SECONDS = 0.085
 """A pixel player's query: the moved scene rendered, its index pass, the answer."""
@@ -91,7 +93,7 @@ WORKERS = 2
 PRESETS: dict[str, Preset] = {
     "quick": Preset(SHIPPED_PLAYERS, (10,), 2, 3, 20_000, 32, 100, 200, 2),
     "paper": Preset(SHIPPED_PLAYERS, (10, 100, 1000), 3, 30, 100_000, 64, 500, 5_000, 2),
-    "table2": Preset(TABLE2_PLAYERS, (10, 100, 1000), 4, 2, 50_000, 32, 20, 700, 2,
+    "table2": Preset(TABLE2_PLAYERS, (10, 100, 1000), 3, 2, 50_000, 32, 20, 700, 2,
                      adversaries=("state", "pixel"), per_size=TABLE2_BUDGETS,
                      optional_players=(OBJECT_TRANSFORMER,), clevr_templates=True),
     "table2-full": Preset(TABLE2_PLAYERS, (10, 100, 1000), 10, 30, 100_000, 32, 100, 2_000, 2,

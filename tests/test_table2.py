@@ -58,8 +58,8 @@ def test_table2_presets_cover_the_papers_experiment():
     for name in ("table2", "table2-full"):
         assert items_needed(PRESETS[name]) <= pool_items(PRESETS[name]), name
     assert {PRESETS["table2-full"].budget(size).seeds for size in (10, 100, 1000)} == {30}
-    # The preset's own arithmetic says it fits the 8-hour budget on two cores.
-    assert 6 <= estimated_hours(preset, tuple(expected)) <= 9
+    # The preset's own arithmetic says it fits the 8-hour budget on two cores, object-transformer included.
+    assert 5 <= estimated_hours(preset, (*expected, "object-transformer")) <= 8
 
 
 # ------------------------------------------------------------------ disjoint mini-games
