@@ -3,10 +3,12 @@ and give per-family scores on CLEVR's own question format, which does not name i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from clevr_game.cli import main
 from clevr_game.dataset import load_questions
 from clevr_game.generate import generate_dataset
 from clevr_game.programs import Node
@@ -14,6 +16,7 @@ from clevr_game.questions import load_templates
 from clevr_game.questions.templates import DEFAULT_TEMPLATE_DIR
 from players.families import FAMILIES, family_from_program, question_family
 from players.oracle import OraclePlayer
+from players.pixel.images import ImageSpec, image_folder
 from players.state.evaluation import evaluate_player
 
 
@@ -77,3 +80,29 @@ def test_named_template_wins_and_unreadable_shapes_fall_back_to_the_index(clevr_
     question.program = (Node("scene"), Node("unique", (0,)),
                         *(Node("relate", (i,), ("left",)) for i in range(1, 5)), Node("count", (5,)))
     assert question_family(question) == "39"
+
+
+def test_players_eval_renders_only_the_images_real_clevr_questions_ask_about(
+        clevr_real: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A folder holding only CLEVR's own scenes.json (11 real val scenes) and questions.json (9 questions, all
+    # about scene 0): a pixel player's eval renders that one image, not every scene of the file.
+    monkeypatch.setenv("CLEVR_GAME_RENDER_CACHE", str(tmp_path / "render-cache"))
+    folder = tmp_path / "real"
+    folder.mkdir()
+    (folder / "scenes.json").write_text((clevr_real / "CLEVR_val_scenes_sample11.json").read_text())
+    (folder / "questions.json").write_text((clevr_real / "CLEVR_val_questions_sample9.json").read_text())
+    code = main(["players", "eval", "--player", "neuro-symbolic", "--data", str(folder), "--render-workers", "1",
+                 "--no-progress"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and lines[-1].startswith("accuracy: ")
+    assert [line.split(":")[0] for line in lines[:-1]] == ["comparison", "one_hop", "same_relate", "single_or",
+                                                          "zero_hop"]
+    rendered = sorted(p.name for p in image_folder(folder, ImageSpec()).glob("*.png"))
+    assert rendered == ["CLEVR_val_000000.png"]
+    # A question about a scene the file does not hold stops before anything is rendered.
+    questions = json.loads((folder / "questions.json").read_text())
+    questions["questions"][4]["image_index"] = 99
+    (folder / "questions.json").write_text(json.dumps(questions))
+    assert main(["players", "eval", "--player", "neuro-symbolic", "--data", str(folder), "--no-progress"]) == 2
+    assert "questions.json: question 4: image_index 99 has no scene" in capsys.readouterr().err

@@ -2,8 +2,13 @@
 
 The same scoring as `players.state.evaluation` (overall, per family, error
 answers counted apart); the queries carry `image_path` (the dataset's images
-rendered with the player's preset and size, rendered first when missing) and
-the scene's answer vocabulary, and nothing else a pixel player may not see.
+rendered with the player's preset and size) and the scene's answer vocabulary,
+and nothing else a pixel player may not see.
+
+Any scenes file will do, generated or CLEVR's own (e.g. the real val scenes
+beside their questions): the images the evaluated questions ask about are
+rendered first when missing, and only those, so `--limit 100` on 15,000 scenes
+renders the few dozen it needs.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 
 from clevr_game.dataset import dataset_files, load_questions
 from clevr_game.errors import InputError
+from clevr_game.scene import load_scenes
 from players.pixel.images import ImageSpec, ensure_images
 from players.protocol import Player, Query
 from players.state.evaluation import Evaluation
@@ -35,23 +41,26 @@ def evaluate_image_player(
     from tqdm import tqdm
 
     spec = spec or getattr(player, "image_spec", None) or ImageSpec()
-    scenes, paths = ensure_images(folder, spec, workers=render_workers, progress=progress)
-    scene_of = {(s.image_index if s.image_index is not None else i): (s, p)
-                for i, (s, p) in enumerate(zip(scenes, paths, strict=True))}
-    _, questions_path = dataset_files(folder)
+    scenes_path, questions_path = dataset_files(folder)
     questions = load_questions(questions_path)[:limit]
     if not questions:
         raise InputError(f"{questions_path}: no questions to evaluate")
+    position_of = {(s.image_index if s.image_index is not None else i): i
+                   for i, s in enumerate(load_scenes(scenes_path))}
+    for q in questions:  # bad input stops before any rendering
+        if q.image_index not in position_of:
+            raise InputError(f"{questions_path.name}: question {q.index}: image_index {q.image_index} has no scene")
+        if q.answer is None:
+            raise InputError(f"{questions_path.name}: question {q.index}: no answer to score against")
+    scenes, paths = ensure_images(folder, spec, workers=render_workers, progress=progress,
+                                  only={position_of[q.image_index] for q in questions})
+    scene_of = {index: (scenes[position], paths[position]) for index, position in position_of.items()}
     result = Evaluation()
     bar = tqdm(total=len(questions), disable=not progress, unit="q")
     for start in range(0, len(questions), batch_size):
         chunk = questions[start : start + batch_size]
         queries = []
         for q in chunk:
-            if q.image_index not in scene_of:
-                raise InputError(f"{questions_path.name}: question {q.index}: image_index {q.image_index} has no scene")
-            if q.answer is None:
-                raise InputError(f"{questions_path.name}: question {q.index}: no answer to score against")
             scene, path = scene_of[q.image_index]
             queries.append(Query(f"{q.image_index}:{q.index}", q.text, image_path=str(path),
                                  vocabulary=scene.vocabulary).restricted_to(player.needs))

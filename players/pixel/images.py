@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -89,8 +89,13 @@ def ensure_images(
     *,
     workers: int = 2,
     progress: bool = False,
+    only: Collection[int] | None = None,
 ) -> tuple[list[Scene], list[Path]]:
-    """The dataset's scenes and one image path per scene, rendering the missing images first."""
+    """The dataset's scenes and one image path per scene, rendering the missing images first.
+
+    `only`: positions in scenes.json whose images are needed (default: all); the
+    other scenes keep their path but are not rendered.
+    """
     from clevr_game.render.naming import image_names
 
     scenes_path, _ = dataset_files(data)
@@ -99,7 +104,8 @@ def ensure_images(
         raise InputError(f"{scenes_path}: no scenes")
     folder = image_folder(data, spec)
     paths = [folder / name for name in image_names(scenes)]
-    missing = [i for i, path in enumerate(paths) if not path.is_file()]
+    needed = range(len(paths)) if only is None else sorted(set(only))
+    missing = [i for i in needed if not paths[i].is_file()]
     if missing:
         from clevr_game.render import Renderer
 
