@@ -26,6 +26,7 @@ from clevr_game.enforcers import (
     Verdict,
     VisibilityEnforcer,
 )
+from clevr_game.errors import InputError
 from clevr_game.layout import BOUND, judge_batch
 from clevr_game.programs import SceneFacts, compile_scene
 from clevr_game.scene import Scene, project_to_pixels
@@ -34,6 +35,8 @@ from players.protocol import NEED_IMAGE, Answer, Player, Query
 
 NUM_BINS = 7
 STAY_BIN = 3
+VISIBILITY_COUNTERS = ("geometric", "index")
+"""How Game.visibility counts an object's pixels: ray casting in numpy, or Blender's object-index pass."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ class Game:
         image_dir: str | None = None,
         old_answer_attempts: int = 3,
         check_visibility: bool | None = None,
+        visibility_counter: str = "geometric",
     ):
         self.pool = pool
         self.player = player
@@ -155,6 +159,10 @@ class Game:
         # CLEVR's rule that every object shows at least 200 pixels: on by default for
         # players that see images, where a hidden object fools a human too.
         self.check_visibility = NEED_IMAGE in player.needs if check_visibility is None else check_visibility
+        if visibility_counter not in VISIBILITY_COUNTERS:
+            raise InputError(f"visibility_counter must be one of {', '.join(VISIBILITY_COUNTERS)}, "
+                             f"got {visibility_counter!r}")
+        self.visibility_counter = visibility_counter
         self._visibility: VisibilityEnforcer | None = None
         self._old_answers: dict[int, Answer] = {}  # successes, and failures that used up their attempts
         self._old_attempts: dict[int, int] = {}
@@ -186,10 +194,23 @@ class Game:
 
     @property
     def visibility(self) -> VisibilityEnforcer | None:
-        """The visibility referee (an object-index render per scene), when this game checks it."""
+        """The visibility referee, when this game checks it.
+
+        Pixels per object are counted by ray casting against the exact shapes (`geometric`,
+        milliseconds, no Blender; docs/rendering.md gives its agreement with the index pass)
+        or by the renderer's object-index render (`index`), at the renderer's index size.
+        """
         if self.check_visibility and self._visibility is None:
-            renderer = self._renderer()
-            self._visibility = VisibilityEnforcer(renderer.visible_pixels_many, renderer.pixel_threshold)
+            if self.visibility_counter == "index":
+                renderer = self._renderer()
+                self._visibility = VisibilityEnforcer(renderer.visible_pixels_many, renderer.pixel_threshold)
+            else:
+                from clevr_game.render.renderer import CLEVR_INDEX_SIZE, CLEVR_MIN_PIXELS
+                from clevr_game.render.silhouettes import geometric_counter
+
+                size = getattr(self.renderer, "index_size", CLEVR_INDEX_SIZE)
+                threshold = getattr(self.renderer, "pixel_threshold", CLEVR_MIN_PIXELS)
+                self._visibility = VisibilityEnforcer(geometric_counter(*size), threshold)
         return self._visibility
 
     def _images(self, scenes: list[Scene]) -> list[Path]:

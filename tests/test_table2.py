@@ -133,7 +133,7 @@ def test_random_valid_adversary_is_judged_by_the_render_visibility_referee(items
     """check_visibility: the object-index render of Blender judges every candidate, as `play` does."""
     pool = ItemPool(load_items(items_dir)[:3])
     with load_guarded("oracle") as player:
-        game = Game(pool, player, check_visibility=True)
+        game = Game(pool, player, check_visibility=True, visibility_counter="index")
         indices, heads = np.repeat([0, 1, 2], 3), np.tile(np.arange(10), (9, 1))
         actions = random_valid_actions(game, seed=5)(indices, heads)
         judged_by_render = game.renderer.stats.coverage_rendered

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from clevr_game.errors import InputError
 from clevr_game.render.frame import FrameObject, frame_of
 from clevr_game.scene import CAMERA_LENS_MM, CAMERA_MATRIX_WORLD, CAMERA_SENSOR_WIDTH_MM, Scene
 
@@ -66,6 +67,7 @@ def object_index_image(scene: Scene, width: int = INDEX_SIZE[0], height: int = I
 
     InputError names the first object whose shape, size, colour or material cannot be drawn.
     """
+    _check_size(width, height)
     frame = frame_of(scene)
     owner = np.full(height * width, _BACKGROUND, dtype=np.int64)
     # A ray parallel to a face divides by zero and misses (inf, or nan that compares false): no warnings.
@@ -84,9 +86,14 @@ def visible_pixels_geometric(scene: Scene, width: int = INDEX_SIZE[0], height: i
     return np.bincount(owner.ravel() + 1, minlength=len(scene.objects) + 1)[1:].tolist()
 
 
-def visible_pixels_geometric_many(scenes: Sequence[Scene]) -> list[list[int]]:
-    """`visible_pixels_geometric` of each scene at CLEVR's 320 x 240 (a VisibilityEnforcer's pixel counter)."""
-    return [visible_pixels_geometric(scene) for scene in scenes]
+def geometric_counter(width: int = INDEX_SIZE[0], height: int = INDEX_SIZE[1]) -> Callable[[Sequence[Scene]], list[list[int]]]:
+    """A VisibilityEnforcer's pixel counter: `visible_pixels_geometric` of each scene at `width` x `height`."""
+    _check_size(width, height)
+
+    def count(scenes: Sequence[Scene]) -> list[list[int]]:
+        return [visible_pixels_geometric(scene, width, height) for scene in scenes]
+
+    return count
 
 
 def _hits(frame: tuple[FrameObject, ...], width: int, height: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -113,6 +120,12 @@ def _hits(frame: tuple[FrameObject, ...], width: int, height: int) -> list[tuple
 
 
 # ---------------------------------------------------------------------- camera side
+
+
+def _check_size(width: int, height: int) -> None:
+    if width < 1 or height < 1 or height > width:
+        # The camera fits its sensor to the width; a portrait frame would be another view (Preset.sized).
+        raise InputError(f"image size must be positive with width >= height, got {width}x{height}")
 
 
 def _focal_pixels(width: int) -> float:
