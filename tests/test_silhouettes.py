@@ -55,7 +55,7 @@ def _sphere_behind_cube(aside: float) -> Scene:
 
 def _ground_under_pixel(column: int, row: int, height: float) -> tuple[float, float, float]:
     """The point at `height` above the ground seen through the centre of pixel (column, row) at 320 x 240."""
-    direction = np.array([component[row * 320 + column] for component in pixel_rays(320, 240)])
+    direction = np.array([component[row, column] for component in pixel_rays(320, 240)])
     point = CAMERA + direction * (height - CAMERA[2]) / direction[2]
     return (float(point[0]), float(point[1]), float(point[2]))
 
@@ -116,7 +116,7 @@ def test_pixel_rays_pass_through_what_project_to_pixels_puts_at_their_centre() -
     rays = pixel_rays(320, 240)
     rng = np.random.default_rng(0)
     columns, rows = rng.integers(0, 320, 20), rng.integers(0, 240, 20)
-    directions = np.array([[component[r * 320 + c] for component in rays] for c, r in zip(columns, rows, strict=True)])
+    directions = np.array([[component[r, c] for component in rays] for c, r in zip(columns, rows, strict=True)])
     points = CAMERA + directions * rng.uniform(5.0, 20.0, (20, 1))
     # At a hundred times the size a pixel's centre is the integer 100 * i + 50, up to rounding.
     fine = project_to_pixels(points, 32000, 24000)

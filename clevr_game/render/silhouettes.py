@@ -49,14 +49,15 @@ Vectors = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 @functools.lru_cache(maxsize=4)
 def pixel_rays(width: int, height: int) -> Vectors:
-    """Unit world directions through the pixel centres of a `width` x `height` image, row by row from the top."""
+    """Unit world directions through the pixel centres of a `width` x `height` image: (height, width) arrays
+    of x, y and z components, rows from the top."""
     focal = _focal_pixels(width)
     x = (np.arange(width) + 0.5 - width / 2) / focal
     y = (height / 2 - np.arange(height) - 0.5) / focal
-    camera = np.stack(np.broadcast_arrays(x[None, :], y[:, None], -1.0), axis=-1).reshape(-1, 3)
+    camera = np.stack(np.broadcast_arrays(x[None, :], y[:, None], -1.0), axis=-1)
     world = camera @ _CAMERA_ROTATION.T
     world /= np.linalg.norm(world, axis=-1, keepdims=True)
-    components = tuple(np.ascontiguousarray(world[:, axis]) for axis in range(3))
+    components = tuple(np.ascontiguousarray(world[..., axis]) for axis in range(3))
     for component in components:
         component.flags.writeable = False
     return components
@@ -99,24 +100,45 @@ def geometric_counter(width: int = INDEX_SIZE[0], height: int = INDEX_SIZE[1]) -
 def _hits(frame: tuple[FrameObject, ...], width: int, height: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """(object index, flat pixel indices, world distance of its surface along each pixel's ray; inf for a miss).
 
-    The objects of one shape are met with their rays in one go: numpy's cost here is per call,
-    not per element.
+    The objects of one shape are bounded and met with their rays in one go: numpy's cost here
+    is per call more than per element.
     """
     rays = pixel_rays(width, height)
-    boxes = [_pixel_box(item, width, height) for item in frame]
     hits = []
     for shape, meet in _HITS.items():
-        members = [i for i, item in enumerate(frame) if item.shape == shape and boxes[i] is not None]
+        members = [i for i, item in enumerate(frame) if item.shape == shape]
         if not members:
             continue
-        pixels = [_box_pixels(boxes[i], width) for i in members]
+        group = _Group(shape, [frame[i] for i in members])
+        boxes = _pixel_boxes(group, width, height)
+        shown = (boxes[:, 0] < boxes[:, 1]) & (boxes[:, 2] < boxes[:, 3])
+        if not shown.any():
+            continue
+        blocks = [(slice(r0, r1), slice(c0, c1)) for r0, r1, c0, c1 in boxes[shown].tolist()]
+        pixels = [_block_pixels(block, width) for block in blocks]
         counts = np.array([len(p) for p in pixels])
-        flat = np.concatenate(pixels)
-        origins, directions = _local_rays([frame[i] for i in members], counts, tuple(c[flat] for c in rays))
-        radii = np.repeat([frame[i].radius for i in members], counts)
-        distances = np.split(meet(origins, directions) * radii, np.cumsum(counts)[:-1])
-        hits += zip(members, pixels, distances, strict=True)
+        gathered = tuple(np.concatenate([component[block].ravel() for block in blocks]) for component in rays)
+        origins, directions = _local_rays(group, shown, counts, gathered)
+        distances = meet(origins, directions) * np.repeat(group.radii[shown], counts)
+        members = [i for i, keep in zip(members, shown, strict=True) if keep]
+        hits += zip(members, pixels, np.split(distances, np.cumsum(counts)[:-1]), strict=True)
     return sorted(hits, key=lambda hit: hit[0])
+
+
+class _Group:
+    """The objects of one shape as arrays: centres (m, 3), radii (m,), axes (m, 3, 3) (rows: the turned x, y, z)."""
+
+    def __init__(self, shape: str, items: list[FrameObject]):
+        self.shape = shape
+        self.centres = np.array([item.location for item in items], dtype=np.float64)
+        self.radii = np.array([item.radius for item in items], dtype=np.float64)
+        # Only the cube is not symmetric about z: the others' turns change nothing.
+        turns = np.array([item.rotation if shape == "cube" else 0.0 for item in items], dtype=np.float64)
+        self.axes = np.zeros((len(items), 3, 3))
+        self.axes[:, 0, 0] = self.axes[:, 1, 1] = np.cos(turns)
+        self.axes[:, 0, 1] = np.sin(turns)
+        self.axes[:, 1, 0] = -self.axes[:, 0, 1]
+        self.axes[:, 2, 2] = 1.0
 
 
 # ---------------------------------------------------------------------- camera side
@@ -148,65 +170,54 @@ def _unit_outline(shape: str) -> np.ndarray:
 _UNIT_OUTLINES = {shape: _unit_outline(shape) for shape in ("cube", "cylinder", "cone")}
 
 
-def _turn(angle: float) -> np.ndarray:
-    """Rows are the axes of a shape turned by `angle` about z, in world coordinates."""
-    cos, sin = np.cos(angle), np.sin(angle)
-    return np.array([[cos, sin, 0.0], [-sin, cos, 0.0], [0.0, 0.0, 1.0]])
-
-
-def _outline_points(item: FrameObject) -> np.ndarray:
-    """World points whose projections bound the object's silhouette; a sphere's centre (bounded exactly)."""
-    centre = np.asarray(item.location)
-    if item.shape == "sphere":
-        return centre[None, :]
-    points = _UNIT_OUTLINES[item.shape]
-    if item.shape == "cube":
-        points = points @ _turn(item.rotation)
-    return centre + item.radius * points
-
-
-def _pixel_box(item: FrameObject, width: int, height: int) -> tuple[int, int, int, int] | None:
-    """Rows and columns (start, stop) whose pixel centres may see `item`, or None when it is out of frame."""
-    camera = (_outline_points(item) - _CAMERA_ORIGIN) @ _CAMERA_ROTATION
-    depth = -camera[:, 2]
-    if np.any(depth <= item.radius):  # at or behind the camera: every pixel may see it
-        return 0, height, 0, width
-    if item.shape == "sphere":
-        (x0, x1), (y0, y1) = (_sphere_extent(camera[0, axis], depth[0], item.radius) for axis in (0, 1))
+def _pixel_boxes(group: _Group, width: int, height: int) -> np.ndarray:
+    """(m, 4) rows start, rows stop, columns start, columns stop whose pixel centres may see each object
+    (empty when it is out of frame)."""
+    if group.shape == "sphere":
+        # The rays touching a sphere, exactly: in each image axis, the tangents from the camera.
+        centre = (group.centres - _CAMERA_ORIGIN) @ _CAMERA_ROTATION
+        depth, across = -centre[:, 2], centre[:, :2]
+        angle = np.arctan2(across, depth[:, None])
+        spread = np.arcsin(np.minimum(1.0, group.radii[:, None] / np.hypot(across, depth[:, None])))
+        limit = np.pi / 2 - 1e-9  # a sphere reaching beside the camera: its extent runs to the border
+        low, high = np.tan(np.clip(angle - spread, -limit, limit)), np.tan(np.clip(angle + spread, -limit, limit))
+        around_camera = np.hypot(across[:, 0], np.hypot(across[:, 1], depth)) <= group.radii
     else:
-        x0, x1 = (camera[:, 0] / depth).min(), (camera[:, 0] / depth).max()
-        y0, y1 = (camera[:, 1] / depth).min(), (camera[:, 1] / depth).max()
+        points = np.einsum("pj,mji->mpi", _UNIT_OUTLINES[group.shape], group.axes)
+        points = group.centres[:, None, :] + group.radii[:, None, None] * points
+        camera = (points - _CAMERA_ORIGIN) @ _CAMERA_ROTATION
+        depth = -camera[..., 2]
+        tangent = camera[..., :2] / depth[..., None]
+        low, high = tangent.min(axis=1), tangent.max(axis=1)
+        around_camera = (depth <= 1e-9).any(axis=1)  # some of it at or behind the camera
     focal = _focal_pixels(width)
     # Pixel i's centre sits at i + 0.5: keep every pixel whose centre may fall inside, and one more.
-    col0, col1 = max(0, int(np.floor(width / 2 + x0 * focal)) - 1), min(width, int(np.ceil(width / 2 + x1 * focal)) + 1)
-    row0, row1 = max(0, int(np.floor(height / 2 - y1 * focal)) - 1), min(height, int(np.ceil(height / 2 - y0 * focal)) + 1)
-    if col0 >= col1 or row0 >= row1:
-        return None
-    return row0, row1, col0, col1
+    col0 = np.floor(width / 2 + low[:, 0] * focal) - 1
+    col1 = np.ceil(width / 2 + high[:, 0] * focal) + 1
+    row0 = np.floor(height / 2 - high[:, 1] * focal) - 1
+    row1 = np.ceil(height / 2 - low[:, 1] * focal) + 1
+    boxes = np.stack([np.clip(row0, 0, height), np.clip(row1, 0, height),
+                      np.clip(col0, 0, width), np.clip(col1, 0, width)], axis=1).astype(np.int64)
+    boxes[around_camera] = (0, height, 0, width)
+    return boxes
 
 
-def _box_pixels(box: tuple[int, int, int, int], width: int) -> np.ndarray:
-    row0, row1, col0, col1 = box
-    return (np.arange(row0, row1)[:, None] * width + np.arange(col0, col1)[None, :]).ravel()
+def _block_pixels(block: tuple[slice, slice], width: int) -> np.ndarray:
+    """Flat indices of the pixels of a block of rows and columns, row by row."""
+    rows, cols = block
+    return (np.arange(rows.start, rows.stop)[:, None] * width + np.arange(cols.start, cols.stop)[None, :]).ravel()
 
 
-def _sphere_extent(across: float, depth: float, radius: float) -> tuple[float, float]:
-    """The tangents of the two rays from the camera that touch a sphere, in one image axis."""
-    centre = np.arctan2(across, depth)
-    spread = np.arcsin(min(1.0, radius / np.hypot(across, depth)))
-    return float(np.tan(centre - spread)), float(np.tan(centre + spread))
+def _local_rays(group: _Group, shown: np.ndarray, counts: np.ndarray, rays: Vectors) -> tuple[Vectors, Vectors]:
+    """The camera and the rays in the unit frame of each `shown` object, `counts[i]` rays for the i-th.
 
-
-def _local_rays(items: list[FrameObject], counts: np.ndarray, rays: Vectors) -> tuple[Vectors, Vectors]:
-    """The camera and the rays in each item's unit frame, `counts[i]` rays for item i.
-
-    The frame is the item's turned, scaled and centred: its shape is the unit shape there. The
+    An object's frame is turned, scaled and centred so that its shape is the unit shape there. The
     directions stay unit vectors, so a hit's parameter times the radius is its world distance.
     """
-    origins = (_CAMERA_ORIGIN - np.array([item.location for item in items])) / np.array([[i.radius] for i in items])
-    if items[0].shape != "cube":  # the other shapes are symmetric about z: their turn changes nothing
+    origins = (_CAMERA_ORIGIN - group.centres[shown]) / group.radii[shown, None]
+    if group.shape != "cube":  # the other shapes are symmetric about z: their turn changes nothing
         return tuple(np.repeat(origins[:, axis], counts) for axis in range(3)), rays
-    axes = np.stack([_turn(item.rotation) for item in items])  # (m, 3, 3)
+    axes = group.axes[shown]
     origins = np.einsum("mij,mj->mi", axes, origins)
     origin = tuple(np.repeat(origins[:, axis], counts) for axis in range(3))
     cos, sin = np.repeat(axes[:, 0, 0], counts), np.repeat(axes[:, 0, 1], counts)
