@@ -172,3 +172,20 @@ def _object_transformer(**kwargs: Any) -> Player:
 
 
 register("object-transformer", _object_transformer)
+
+
+def _poc_player(class_name: str, **fixed: Any) -> PlayerFactory:
+    # CLEVR-POC players (players/poc); torch and clingo load on first use.
+    def factory(**kwargs: Any) -> Player:
+        from players.poc import player
+
+        return getattr(player, class_name)(**fixed, **kwargs)
+
+    return factory
+
+
+register("poc-state-neuro-symbolic", _poc_player("PocStateNeuroSymbolicPlayer"))
+register("poc-neuro-symbolic", _poc_player("PocNeuroSymbolicPlayer"))
+register("poc-neural", _poc_player("PocNeuralPlayer", knowledge="none"))
+register("poc-neural-nl", _poc_player("PocNeuralPlayer", knowledge="nl"))
+register("poc-neural-asp", _poc_player("PocNeuralPlayer", knowledge="asp"))

@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clevr_game.cli_types import non_negative_int, positive_int, random_seed
+from clevr_game.cli_types import (
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+    random_seed,
+)
 from clevr_game.errors import InputError
 
 if TYPE_CHECKING:
@@ -125,8 +131,63 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1
 
 
+POC_PLAYERS = ("poc-state-neuro-symbolic", "poc-neuro-symbolic", "poc-neural")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import torch
+
+    from players.poc import training
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = args.out or str(training.default_out(args.player, args.knowledge))
+    common = {"seed": args.seed, "max_minutes": args.max_minutes, "eval_limit": args.eval_limit}
+    if args.player == "poc-state-neuro-symbolic":
+        training.train_state_neuro_symbolic(
+            args.items, args.eval_items, out, pairs=args.pairs, supervised_steps=args.supervised_steps,
+            reinforce_steps=args.reinforce_steps, batch_size=args.batch_size or 32,
+            learning_rate=args.learning_rate or 3e-3, limit=args.limit, **common)
+    elif args.player == "poc-neuro-symbolic":
+        training.train_neuro_symbolic(
+            args.items, args.eval_items, out, parser_file=args.parser, perception_init=args.perception_init,
+            images=args.images, steps=args.steps or 1500, batch_size=args.batch_size or 16,
+            learning_rate=args.learning_rate or 1e-3, render_workers=args.render_workers, **common)
+    else:
+        training.train_neural(
+            args.items, args.eval_items, out, knowledge=args.knowledge, steps=args.steps or 3000,
+            batch_size=args.batch_size or 64, learning_rate=args.learning_rate or 1e-3, limit=args.limit, **common)
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    import sys
+
+    from players.guard import PlayerGaveUp
+    from players.poc.evaluation import evaluate_poc_player
+    from players.registry import load_guarded
+
+    kwargs = {"path": args.weights} if args.weights else {}
+    with load_guarded(args.player, **kwargs) as player:
+        try:
+            result = evaluate_poc_player(player, args.items, limit=args.limit, batch_size=args.batch_size,
+                                         render_workers=args.render_workers, progress=args.progress)
+        except PlayerGaveUp as exc:
+            from clevr_game.errors import RunFailed
+
+            raise RunFailed(str(exc)) from None
+        count = player.count
+    for line in result.lines():
+        print(line)
+    failure = count.failure(args.max_error_rate)
+    if failure is not None:
+        print(f"clevr-game: error: poc eval: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add `poc` with its sub-commands environment, generate, solve and check."""
+    """Add `poc` with its sub-commands environment, generate, solve, eval, train and check."""
     poc = subparsers.add_parser("poc", help="CLEVR-POC: constraint environments, hidden-object questions (clingo)")
     sub = poc.add_subparsers(dest="poc_command", required=True)
 
@@ -163,6 +224,53 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--item", type=non_negative_int, help="with --items: the item index K")
     p.add_argument("--all", action="store_true", help="with --items: every item, exact accuracy against the stored answers")
     p.set_defaults(handler=_cmd_solve)
+
+    p = sub.add_parser(
+        "eval", help="a player's exact accuracy and mean Jaccard on CLEVR-POC items",
+        description="Per asked attribute and overall; for the neuro-symbolic players also program and perception "
+                    "accuracy and the cause of each wrong answer. Last line `exact: X jaccard: Y`.",
+    )
+    p.add_argument("--player", required=True, help="oracle, poc-state-neuro-symbolic, poc-neuro-symbolic, poc-neural, "
+                                                   "poc-neural-nl, poc-neural-asp, subprocess:<command> or a URL")
+    p.add_argument("--items", required=True, help="a folder written by `poc generate`")
+    p.add_argument("--limit", type=positive_int, default=None, help="the first N items only")
+    p.add_argument("--weights", default=None, help="a player file instead of the shipped one (learned POC players)")
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--render-workers", type=positive_int, default=2, help="Blender workers for image players")
+    p.add_argument("--max-error-rate", type=probability, default=0.05,
+                   help="exit 1 when more of the player's answers are errors (default 0.05)")
+    p.add_argument("--progress", action="store_true", help="say when images are rendered")
+    p.set_defaults(handler=_cmd_eval)
+
+    p = sub.add_parser(
+        "train", help="train a CLEVR-POC player (short runs; see players/weights/POC_MODEL_CARD.md)",
+        description="poc-state-neuro-symbolic: parser supervised on --pairs items then REINFORCE on the rest; "
+                    "poc-neuro-symbolic: perception on renders of --images items (needs a trained parser, --parser); "
+                    "poc-neural: the CLIP-style baseline (--knowledge none, nl or asp), threshold tuned on --eval-items.",
+    )
+    p.add_argument("--player", choices=POC_PLAYERS, required=True)
+    p.add_argument("--items", required=True, help="training items (a `poc generate` folder)")
+    p.add_argument("--eval-items", required=True, help="held-out items: program accuracy per stage, perception "
+                                                       "accuracy, or the baseline's threshold")
+    p.add_argument("--out", default=None, help="player file (default: the shipped one in players/weights/)")
+    p.add_argument("--limit", type=positive_int, default=None, help="use the first N training items only")
+    p.add_argument("--eval-limit", type=positive_int, default=None, help="use the first N held-out items only")
+    p.add_argument("--pairs", type=positive_int, default=200, help="parser: supervised (question, program) pairs")
+    p.add_argument("--supervised-steps", type=non_negative_int, default=1200)
+    p.add_argument("--reinforce-steps", type=non_negative_int, default=200)
+    p.add_argument("--parser", default=None, help="poc-neuro-symbolic: the poc-state-neuro-symbolic file whose parser it takes")
+    p.add_argument("--perception-init", default=None,
+                   help="poc-neuro-symbolic: pixel neuro-symbolic file to start from (default the shipped one; 'none')")
+    p.add_argument("--images", type=positive_int, default=600, help="poc-neuro-symbolic: training items rendered")
+    p.add_argument("--render-workers", type=positive_int, default=2)
+    p.add_argument("--knowledge", choices=("none", "nl", "asp"), default="none", help="poc-neural: the constraints it reads")
+    p.add_argument("--steps", type=positive_int, default=None, help="optimiser steps (perception or baseline)")
+    p.add_argument("--batch-size", type=positive_int, default=None)
+    p.add_argument("--learning-rate", type=positive_float, default=None)
+    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads")
+    p.add_argument("--max-minutes", type=positive_float, default=None, help="stop every stage after this long")
+    p.set_defaults(handler=_cmd_train)
 
     p = sub.add_parser("check", help="does a complete scene satisfy an environment? (exit 1 when not)")
     p.add_argument("--environment", required=True, help="ENV.lp")

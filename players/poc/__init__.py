@@ -1,0 +1,1 @@
+"""CLEVR-POC players: set answers about a hidden object, under an environment's constraints (players.poc.player)."""
