@@ -68,23 +68,34 @@ def object_index_image(scene: Scene, width: int = INDEX_SIZE[0], height: int = I
 
     InputError names the first object whose shape, size, colour or material cannot be drawn.
     """
-    _check_size(width, height)
-    frame = frame_of(scene)
-    owner = np.full(height * width, _BACKGROUND, dtype=np.int64)
-    # A ray parallel to a face divides by zero and misses (inf, or nan that compares false): no warnings.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        depth = np.full(height * width, np.inf)
-        for index, pixels, distance in _hits(frame, width, height):
-            nearer = distance < depth[pixels]
-            depth[pixels[nearer]] = distance[nearer]
-            owner[pixels[nearer]] = index
+    owner, _ = _owners(scene, width, height)
     return owner.reshape(height, width)
 
 
 def visible_pixels_geometric(scene: Scene, width: int = INDEX_SIZE[0], height: int = INDEX_SIZE[1]) -> list[int]:
     """Per object, the pixels of a `width` x `height` image where it is the front-most object."""
-    owner = object_index_image(scene, width, height)
-    return np.bincount(owner.ravel() + 1, minlength=len(scene.objects) + 1)[1:].tolist()
+    owner, blocks = _owners(scene, width, height)
+    counts = [0] * len(scene.objects)
+    for index, pixels in blocks:
+        counts[index] = int(np.count_nonzero(owner[pixels] == index))
+    return counts
+
+
+def _owners(scene: Scene, width: int, height: int) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    """The front-most object's index at each pixel (flat, -1 for none), and each object's candidate pixels."""
+    _check_size(width, height)
+    frame = frame_of(scene)
+    owner = np.full(height * width, _BACKGROUND, dtype=np.int16)
+    depth = np.full(height * width, np.inf)
+    blocks = []
+    # A ray parallel to a face divides by zero and misses (inf, or nan that compares false): no warnings.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for index, pixels, distance in _hits(frame, width, height):
+            nearer = distance < depth[pixels]
+            depth[pixels[nearer]] = distance[nearer]
+            owner[pixels[nearer]] = index
+            blocks.append((index, pixels))
+    return owner, blocks
 
 
 def geometric_counter(width: int = INDEX_SIZE[0], height: int = INDEX_SIZE[1]) -> Callable[[Sequence[Scene]], list[list[int]]]:
