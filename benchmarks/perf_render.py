@@ -46,6 +46,14 @@ def _per_second(count: int, work: Callable[[int], None]) -> float:
     return count / (time.perf_counter() - start)
 
 
+def _best_of_three(measure: Callable[[], float]) -> float:
+    return max(measure() for _ in range(3))
+
+
+def _each_per_second(scenes: list[Scene], work: Callable[[Scene], object]) -> float:
+    return _per_second(len(scenes), lambda i: work(scenes[i]))
+
+
 def _jittered(scene: Scene, count: int, seed: int = 0) -> list[Scene]:
     """`count` copies of `scene` whose objects moved a little: only positions change between them."""
     rng = np.random.default_rng(seed)
@@ -126,9 +134,12 @@ def visibility_rows(scenes: list[Scene], size: tuple[int, int], agreement_scenes
         renderer.render(scenes[0], Path(tmp) / "warm.png")
         renderer.visible_pixels(scenes[1])
         visible_pixels_geometric(scenes[1])
-        renders = _per_second(len(moved), lambda i: renderer.render(moved[i], Path(tmp) / "m.png"))
-        checks = _per_second(len(moved), lambda i: renderer.visible_pixels(moved[i]))
-        geometric = _per_second(len(moved), lambda i: visible_pixels_geometric(moved[i]))
+        # The best of three passes for each, so another process's burst on shared cores skews no ratio;
+        # the index pass remembers counts per layout, hence a fresh jitter per pass.
+        passes = iter([_jittered(scenes[0], len(scenes), seed=seed) for seed in (2, 3, 4)])
+        renders = _best_of_three(lambda: _per_second(len(moved), lambda i: renderer.render(moved[i], Path(tmp) / "m.png")))
+        checks = _best_of_three(lambda: _each_per_second(next(passes), renderer.visible_pixels))
+        geometric = _best_of_three(lambda: _each_per_second(moved, visible_pixels_geometric))
         agreement = visibility_agreement(visibility_test_scenes(agreement_scenes), renderer)
     image = f"fast {size[0]}x{size[1]}, a pixel player's image"
     return [

@@ -41,7 +41,7 @@ _BACKGROUND = -1
 _CAMERA_ROTATION = CAMERA_MATRIX_WORLD[:3, :3]
 _CAMERA_ORIGIN = CAMERA_MATRIX_WORLD[:3, 3]
 _RIM_ROUNDS = 3
-_RIM_POINTS = 48  # points on a circle whose projections bound its ellipse, up to a hundredth of the radius
+_RIM_POINTS = 16  # points on a rim whose projections bound its ellipse, within 2% of the radius
 
 Vectors = tuple[np.ndarray, np.ndarray, np.ndarray]
 """k vectors as three (k,) arrays of x, y and z components."""
@@ -111,45 +111,40 @@ def geometric_counter(width: int = INDEX_SIZE[0], height: int = INDEX_SIZE[1]) -
 def _hits(frame: tuple[FrameObject, ...], width: int, height: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """(object index, flat pixel indices, world distance of its surface along each pixel's ray; inf for a miss).
 
-    The objects of one shape are bounded and met with their rays in one go: numpy's cost here
-    is per call more than per element.
+    All objects are bounded at once, and those of one shape met with their rays in one go:
+    numpy's cost here is per call more than per element.
     """
+    objects = _Objects(frame)
+    boxes = _pixel_boxes(objects, width, height)
+    shown = (boxes[:, 0] < boxes[:, 1]) & (boxes[:, 2] < boxes[:, 3])
     rays = pixel_rays(width, height)
     hits = []
     for shape, meet in _HITS.items():
-        members = [i for i, item in enumerate(frame) if item.shape == shape]
-        if not members:
+        members = np.flatnonzero(shown & (objects.shapes == shape))
+        if not members.size:
             continue
-        group = _Group(shape, [frame[i] for i in members])
-        boxes = _pixel_boxes(group, width, height)
-        shown = (boxes[:, 0] < boxes[:, 1]) & (boxes[:, 2] < boxes[:, 3])
-        if not shown.any():
-            continue
-        blocks = [(slice(r0, r1), slice(c0, c1)) for r0, r1, c0, c1 in boxes[shown].tolist()]
+        blocks = [(slice(r0, r1), slice(c0, c1)) for r0, r1, c0, c1 in boxes[members].tolist()]
         pixels = [_block_pixels(block, width) for block in blocks]
         counts = np.array([len(p) for p in pixels])
         gathered = tuple(np.concatenate([component[block].ravel() for block in blocks]) for component in rays)
-        origins, directions = _local_rays(group, shown, counts, gathered)
-        distances = meet(origins, directions) * np.repeat(group.radii[shown], counts)
-        members = [i for i, keep in zip(members, shown, strict=True) if keep]
-        hits += zip(members, pixels, np.split(distances, np.cumsum(counts)[:-1]), strict=True)
+        origins, directions = _local_rays(objects, members, counts, gathered)
+        distances = meet(origins, directions) * np.repeat(objects.radii[members], counts)
+        hits += zip(members.tolist(), pixels, np.split(distances, np.cumsum(counts)[:-1]), strict=True)
     return sorted(hits, key=lambda hit: hit[0])
 
 
-class _Group:
-    """The objects of one shape as arrays: centres (m, 3), radii (m,), axes (m, 3, 3) (rows: the turned x, y, z)."""
+class _Objects:
+    """A frame's objects as arrays: shapes, centres (n, 3), radii, and the cosine and sine of each turn.
 
-    def __init__(self, shape: str, items: list[FrameObject]):
-        self.shape = shape
-        self.centres = np.array([item.location for item in items], dtype=np.float64)
-        self.radii = np.array([item.radius for item in items], dtype=np.float64)
-        # Only the cube is not symmetric about z: the others' turns change nothing.
-        turns = np.array([item.rotation if shape == "cube" else 0.0 for item in items], dtype=np.float64)
-        self.axes = np.zeros((len(items), 3, 3))
-        self.axes[:, 0, 0] = self.axes[:, 1, 1] = np.cos(turns)
-        self.axes[:, 0, 1] = np.sin(turns)
-        self.axes[:, 1, 0] = -self.axes[:, 0, 1]
-        self.axes[:, 2, 2] = 1.0
+    Only the cube is not symmetric about z: the other shapes' turns change nothing and count as 0.
+    """
+
+    def __init__(self, frame: tuple[FrameObject, ...]):
+        self.shapes = np.array([item.shape for item in frame], dtype=object)
+        self.centres = np.array([item.location for item in frame], dtype=np.float64).reshape(-1, 3)
+        self.radii = np.array([item.radius for item in frame], dtype=np.float64)
+        turns = np.array([item.rotation if item.shape == "cube" else 0.0 for item in frame], dtype=np.float64)
+        self.cos, self.sin = np.cos(turns), np.sin(turns)
 
 
 # ---------------------------------------------------------------------- camera side
@@ -166,50 +161,37 @@ def _focal_pixels(width: int) -> float:
     return width * CAMERA_LENS_MM / CAMERA_SENSOR_WIDTH_MM
 
 
-def _unit_outline(shape: str) -> np.ndarray:
-    """Points of the unit shape whose projections bound its silhouette (its convex hull's extreme points)."""
-    if shape == "cube":
-        return np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
+def _unit_outlines() -> tuple[np.ndarray, np.ndarray]:
+    """Points whose projections bound a unit shape's silhouette, as many for each: the cube's corners
+    (repeated), and for the others the two rims of the unit cylinder, which holds the sphere and the cone."""
     angles = np.linspace(0.0, 2.0 * np.pi, _RIM_POINTS, endpoint=False)
-    # A circle slightly larger than the rim, so that its inscribed polygon still encloses the rim.
+    # Circles slightly larger than the rims, so that their inscribed polygons still enclose the rims.
     ring = np.column_stack([np.cos(angles), np.sin(angles)]) / np.cos(np.pi / _RIM_POINTS)
-    bottom = np.column_stack([ring, -np.ones(len(ring))])
-    top = np.column_stack([ring, np.ones(len(ring))]) if shape == "cylinder" else np.array([[0.0, 0.0, 1.0]])
-    return np.concatenate([top, bottom])
+    rims = np.concatenate([np.column_stack([ring, np.full(len(ring), z)]) for z in (-1.0, 1.0)])
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
+    return np.resize(corners, rims.shape), rims
 
 
-_UNIT_OUTLINES = {shape: _unit_outline(shape) for shape in ("cube", "cylinder", "cone")}
+_CUBE_OUTLINE, _ROUND_OUTLINE = _unit_outlines()
 
 
-def _pixel_boxes(group: _Group, width: int, height: int) -> np.ndarray:
-    """(m, 4) rows start, rows stop, columns start, columns stop whose pixel centres may see each object
+def _pixel_boxes(objects: _Objects, width: int, height: int) -> np.ndarray:
+    """(n, 4) rows start, rows stop, columns start, columns stop whose pixel centres may see each object
     (empty when it is out of frame)."""
-    if group.shape == "sphere":
-        # The rays touching a sphere, exactly: in each image axis, the tangents from the camera.
-        centre = (group.centres - _CAMERA_ORIGIN) @ _CAMERA_ROTATION
-        depth, across = -centre[:, 2], centre[:, :2]
-        angle = np.arctan2(across, depth[:, None])
-        spread = np.arcsin(np.minimum(1.0, group.radii[:, None] / np.hypot(across, depth[:, None])))
-        limit = np.pi / 2 - 1e-9  # a sphere reaching beside the camera: its extent runs to the border
-        low, high = np.tan(np.clip(angle - spread, -limit, limit)), np.tan(np.clip(angle + spread, -limit, limit))
-        around_camera = np.hypot(across[:, 0], np.hypot(across[:, 1], depth)) <= group.radii
-    else:
-        points = np.einsum("pj,mji->mpi", _UNIT_OUTLINES[group.shape], group.axes)
-        points = group.centres[:, None, :] + group.radii[:, None, None] * points
-        camera = (points - _CAMERA_ORIGIN) @ _CAMERA_ROTATION
-        depth = -camera[..., 2]
-        tangent = camera[..., :2] / depth[..., None]
-        low, high = tangent.min(axis=1), tangent.max(axis=1)
-        around_camera = (depth <= 1e-9).any(axis=1)  # some of it at or behind the camera
+    local = np.where((objects.shapes == "cube")[:, None, None], _CUBE_OUTLINE, _ROUND_OUTLINE)
+    cos, sin = objects.cos[:, None], objects.sin[:, None]
+    turned = np.stack([cos * local[..., 0] - sin * local[..., 1], sin * local[..., 0] + cos * local[..., 1],
+                       local[..., 2]], axis=-1)
+    camera = (objects.centres[:, None, :] + objects.radii[:, None, None] * turned - _CAMERA_ORIGIN) @ _CAMERA_ROTATION
+    depth = -camera[..., 2]
+    tangent = camera[..., :2] / depth[..., None]
+    low, high = tangent.min(axis=1), tangent.max(axis=1)
     focal = _focal_pixels(width)
     # Pixel i's centre sits at i + 0.5: keep every pixel whose centre may fall inside, and one more.
-    col0 = np.floor(width / 2 + low[:, 0] * focal) - 1
-    col1 = np.ceil(width / 2 + high[:, 0] * focal) + 1
-    row0 = np.floor(height / 2 - high[:, 1] * focal) - 1
-    row1 = np.ceil(height / 2 - low[:, 1] * focal) + 1
-    boxes = np.stack([np.clip(row0, 0, height), np.clip(row1, 0, height),
-                      np.clip(col0, 0, width), np.clip(col1, 0, width)], axis=1).astype(np.int64)
-    boxes[around_camera] = (0, height, 0, width)
+    bounds = np.stack([np.floor(height / 2 - high[:, 1] * focal) - 1, np.ceil(height / 2 - low[:, 1] * focal) + 1,
+                       np.floor(width / 2 + low[:, 0] * focal) - 1, np.ceil(width / 2 + high[:, 0] * focal) + 1], axis=1)
+    boxes = np.clip(bounds, 0, [height, height, width, width]).astype(np.int64)
+    boxes[(depth <= 1e-9).any(axis=1)] = (0, height, 0, width)  # some of it at or behind the camera
     return boxes
 
 
@@ -219,19 +201,20 @@ def _block_pixels(block: tuple[slice, slice], width: int) -> np.ndarray:
     return (np.arange(rows.start, rows.stop)[:, None] * width + np.arange(cols.start, cols.stop)[None, :]).ravel()
 
 
-def _local_rays(group: _Group, shown: np.ndarray, counts: np.ndarray, rays: Vectors) -> tuple[Vectors, Vectors]:
-    """The camera and the rays in the unit frame of each `shown` object, `counts[i]` rays for the i-th.
+def _local_rays(objects: _Objects, members: np.ndarray, counts: np.ndarray, rays: Vectors) -> tuple[Vectors, Vectors]:
+    """The camera and the rays in the unit frame of each of `members` (all of one shape), `counts[i]` rays
+    for the i-th.
 
     An object's frame is turned, scaled and centred so that its shape is the unit shape there. The
     directions stay unit vectors, so a hit's parameter times the radius is its world distance.
     """
-    origins = (_CAMERA_ORIGIN - group.centres[shown]) / group.radii[shown, None]
-    if group.shape != "cube":  # the other shapes are symmetric about z: their turn changes nothing
-        return tuple(np.repeat(origins[:, axis], counts) for axis in range(3)), rays
-    axes = group.axes[shown]
-    origins = np.einsum("mij,mj->mi", axes, origins)
-    origin = tuple(np.repeat(origins[:, axis], counts) for axis in range(3))
-    cos, sin = np.repeat(axes[:, 0, 0], counts), np.repeat(axes[:, 0, 1], counts)
+    origins = (_CAMERA_ORIGIN - objects.centres[members]) / objects.radii[members, None]
+    cos, sin = objects.cos[members], objects.sin[members]
+    turned = (cos * origins[:, 0] + sin * origins[:, 1], cos * origins[:, 1] - sin * origins[:, 0], origins[:, 2])
+    origin = tuple(np.repeat(component, counts) for component in turned)
+    if objects.shapes[members[0]] != "cube":
+        return origin, rays
+    cos, sin = np.repeat(cos, counts), np.repeat(sin, counts)
     dx, dy, dz = rays
     return origin, (cos * dx + sin * dy, cos * dy - sin * dx, dz)
 
