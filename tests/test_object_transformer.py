@@ -259,3 +259,36 @@ def test_object_transformer_perceives_each_image_of_a_batch_once(trained: Path, 
     player.model.perception.early.register_forward_hook(lambda module, inputs, output: seen.append(len(output)))
     player.answer_batch(_queries(heldout_data, 32))
     assert seen == [4]
+
+
+# ---------------------------------------------------------------- the shipped weights
+
+
+def _real_clevr_folder(clevr_real: Path, folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "scenes.json").write_text((clevr_real / "CLEVR_val_scenes_sample11.json").read_text())
+    (folder / "questions.json").write_text((clevr_real / "CLEVR_val_questions_sample9.json").read_text())
+    return folder
+
+
+def test_shipped_player_loads_by_name_and_answers_real_clevr_files(clevr_real: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _real_clevr_folder(clevr_real, tmp_path / "real")
+    code = main(["players", "eval", "--player", "object-transformer", "--data", str(folder), "--render-workers", "1",
+                 "--no-progress"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and lines[-1].startswith("accuracy: ")
+    assert float(lines[-1].split()[-1]) >= 7 / 9, lines  # 8 of CLEVR's 9 sample questions when this was written
+
+
+@pytest.mark.slow
+def test_shipped_weights_reach_the_model_cards_figure_on_real_val_scenes(clevr_real: Path, clevr_templates_dir: Path,
+                                                                          tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # The card's real-val set: CLEVR-template questions on the 500 real val scenes, rendered here (about 2 min).
+    folder = tmp_path / "real-val"
+    generate_dataset(folder, 0, 4, seed=5, templates="clevr", clevr_templates=clevr_templates_dir,
+                     scenes_file=clevr_real / "CLEVR_val_scenes_500.json", progress=False)
+    assert main(["players", "eval", "--player", "object-transformer", "--data", str(folder), "--no-progress"]) == 0
+    accuracy = float(capsys.readouterr().out.strip().splitlines()[-1].split()[-1])
+    assert accuracy == pytest.approx(0.8555, abs=0.01)
