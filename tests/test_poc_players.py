@@ -188,6 +188,31 @@ def test_a_parse_that_names_no_single_visible_object_is_a_rule_failure(examples)
     assert domain is not None and set(example.answer) < set(domain)
 
 
+def test_a_parse_whose_rule_admits_no_hidden_object_falls_back_instead_of_an_empty_answer(
+        examples, player_files, items):
+    """A wrong parse can ask for a value the environment rules out: an empty set is no answer."""
+    from clevr_game.programs import Node
+    from clevr_game.vocab import CLEVR_POC
+    from players.poc.data import HiddenObjectSolver
+    from players.poc.evaluation import poc_queries
+    from players.poc.player import PocStateNeuroSymbolicPlayer
+
+    index, example = next((k, e) for k, e in enumerate(examples)
+                          if len(e.answer) < len(CLEVR_POC.values(e.query_attribute)))
+    ruled_out = next(v for v in CLEVR_POC.values(example.query_attribute) if v not in example.answer)
+    *head, unique, query = example.program
+    narrowed = (*head, Node(f"filter_{example.query_attribute}", (len(head) - 1,), (ruled_out,)),
+                Node("unique", (len(head),)), Node(query.function, (len(head) + 1,)))
+    solved = HiddenObjectSolver().solve(narrowed, example.scene, example.environment)
+    assert solved.values is None and solved.failure == "empty"
+
+    player = PocStateNeuroSymbolicPlayer(player_files / "state-ns.pt")
+    player.parser.parse = lambda questions, batch_size=256: [narrowed] * len(questions)
+    answer = player.answer_batch(poc_queries(player, [items[index]]))[0]
+    assert answer.ok and answer.text == ",".join(sorted(CLEVR_POC.values(example.query_attribute)))
+    assert player.last_traces[0]["failure"] == "empty"
+
+
 # ---------------------------------------------------------------- players by name, in the game
 
 

@@ -19,6 +19,7 @@ _EXPORTS = {
     "generate_environment": "envgen", "environment_text": "envgen",
     "SceneSampler": "sampling",
     "make_question": "questions", "partial_scene": "questions", "HiddenQuestion": "questions",
+    "program_rule": "questions",
     "brave_answers": "solve", "partial_scene_facts": "solve",
     "generate_poc_dataset": "dataset",
     "exact_accuracy": "metrics", "jaccard": "metrics", "mean_jaccard": "metrics",

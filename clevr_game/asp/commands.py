@@ -170,7 +170,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     kwargs = {"path": args.weights} if args.weights else {}
     with load_guarded(args.player, **kwargs) as player:
         try:
-            result = evaluate_poc_player(player, args.items, limit=args.limit, batch_size=args.batch_size,
+            result = evaluate_poc_player(player, args.items, limit=args.limit, offset=args.offset,
+                                         batch_size=args.batch_size,
                                          render_workers=args.render_workers, progress=args.progress)
         except PlayerGaveUp as exc:
             from clevr_game.errors import RunFailed
@@ -233,7 +234,9 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--player", required=True, help="oracle, poc-state-neuro-symbolic, poc-neuro-symbolic, poc-neural, "
                                                    "poc-neural-nl, poc-neural-asp, subprocess:<command> or a URL")
     p.add_argument("--items", required=True, help="a folder written by `poc generate`")
-    p.add_argument("--limit", type=positive_int, default=None, help="the first N items only")
+    p.add_argument("--limit", type=positive_int, default=None, help="N items only")
+    p.add_argument("--offset", type=non_negative_int, default=0,
+                   help="skip the first K items (e.g. held-out items after the training prefix of one folder)")
     p.add_argument("--weights", default=None, help="a player file instead of the shipped one (learned POC players)")
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--render-workers", type=positive_int, default=2, help="Blender workers for image players")

@@ -55,8 +55,10 @@ class Solved:
     """The answer set of a parsed program on a scene, or why there is none.
 
     failure: "rule" (the program is not a hidden-object program, or a referent's
-    description does not pick out exactly one visible object) or "solve" (no
-    completion of the visible scene meets the environment).
+    description does not pick out exactly one visible object), "solve" (no
+    completion of the visible scene meets the environment) or "empty" (the rule
+    admits no hidden object, e.g. a wrong parse asking for a value the
+    environment rules out: an empty set is no answer).
     """
 
     values: tuple[str, ...] | None
@@ -89,4 +91,6 @@ class HiddenObjectSolver:
                                    question_name="the parsed rule")
         except InputError as exc:
             return Solved(None, "solve", str(exc))
+        if not values:
+            return Solved(None, "empty", "no hidden object fits the parsed rule")
         return Solved(tuple(values))

@@ -127,13 +127,14 @@ def poc_queries(player: Player, items: Sequence[Item], image_paths: Sequence[str
 
 
 def evaluate_poc_player(
-    player: Player, folder: str | os.PathLike[str], *, limit: int | None = None, batch_size: int = 128,
-    render_workers: int = 2, progress: bool = False,
+    player: Player, folder: str | os.PathLike[str], *, limit: int | None = None, offset: int = 0,
+    batch_size: int = 128, render_workers: int = 2, progress: bool = False,
 ) -> PocEvaluation:
-    """Ask `player` the first `limit` items of the `poc generate` folder; images rendered for pixel players."""
+    """Ask `player` `limit` items of the `poc generate` folder from position `offset` on; images rendered for
+    pixel players."""
     from envs.poc_items import poc_items
 
-    items = poc_items(folder)[:limit]
+    items = poc_items(folder)[offset:][:limit]
     if not items:
         raise InputError(f"{folder}: no CLEVR-POC items to evaluate")
     paths = None
