@@ -52,8 +52,10 @@ class AttackOptions:
     stay_bias: float = 4.4
     target_entropy: float | None = 0.3
     target_entropy_final: float | None = None
-    max_entropy_coef: float | None = None
-    keep_best: bool = False
+    # Measured (results/adversary-stability): without a bound the evaluated policy's invalid share
+    # ended at 0.5-0.8; a bound at the starting coefficient plus the best window keeps it near 0.05.
+    max_entropy_coef: float | None = 0.05
+    keep_best: bool = True
     check_visibility: bool | None = None  # None: on for players that see images (CLEVR's 200-pixel rule)
     rewards: tuple[float, float, float, float] = (1.0, 0.1, -0.1, -0.8)  # dr, cr, fr, isr
     fine_tune: bool = False

@@ -150,6 +150,8 @@ def _cmd_attack(args: argparse.Namespace) -> int | None:
         seed=args.seed, steps=args.steps, out=args.out, split_seed=args.split_seed, num_envs=args.num_envs,
         eval_samples=args.eval_samples, learning_rate=args.lr, entropy_coef=args.entropy_coef,
         stay_bias=args.stay_bias, target_entropy=args.target_entropy if args.target_entropy >= 0 else None,
+        max_entropy_coef=args.max_entropy_coef or None, target_entropy_final=args.target_entropy_final,
+        keep_best=not args.last_policy,
         threads=args.threads, rewards=tuple(args.rewards), fine_tune=args.fine_tune,
         adversary_weights=args.adversary_weights, mode=args.mode,
         progress=not args.no_progress, player_timeout=limits["timeout_s"],
@@ -169,6 +171,8 @@ def _cmd_attack(args: argparse.Namespace) -> int | None:
 
 
 def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
+    from agents.attack import AttackOptions
+
     p = sub.add_parser("attack", help="train an adversary on one mini-game; last line `consistency: X drop: Y`")
     p.add_argument("--player", required=True)
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json)")
@@ -186,6 +190,13 @@ def _add_attack_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-entropy", type=finite_float, default=0.3,
                    help="adapt the entropy coefficient to hold this many nats per action dimension "
                         "(a negative value keeps --entropy-coef fixed)")
+    p.add_argument("--max-entropy-coef", type=non_negative_float, default=AttackOptions.max_entropy_coef,
+                   help="upper bound of the adaptive entropy coefficient (0: no bound); without one, a policy "
+                        "that learned to stay is pushed back into mostly invalid moves")
+    p.add_argument("--target-entropy-final", type=finite_float, default=None,
+                   help="move the target entropy linearly to this value over training (default: it stays put)")
+    p.add_argument("--last-policy", action="store_true",
+                   help="evaluate the last policy, not the one of the best window of training updates")
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     p.add_argument("--rewards", type=finite_float, nargs=4, default=[1.0, 0.1, -0.1, -0.8], metavar=("DR", "CR", "FR", "ISR"),
                    help="training rewards: right answer broken, other change, nothing changed, invalid scene")
