@@ -25,7 +25,7 @@ from clevr_game.errors import InputError
 from clevr_game.scene import IMAGE_HEIGHT, IMAGE_WIDTH, project_to_pixels
 from clevr_game.text import WordVocabulary
 from envs.items import MAX_OBJECTS, ItemPool
-from players.pixel.checkpoint import PixelPlayerFile, load_player_file
+from players.pixel.checkpoint import PLAYER_KINDS, PixelPlayerFile, load_player_file
 from players.pixel.images import ImageSpec, load_image
 from players.pixel.models import PixelRelationNetwork, coordinate_maps, normalise_images
 from players.state.features import MAX_QUESTION_TOKENS
@@ -41,8 +41,9 @@ def load_pixel_adversary_network(
 
     path = Path(path) if path else DEFAULT_PIXEL_WEIGHTS
     player_file: PixelPlayerFile = load_player_file(path)
-    if player_file.kind != "pixel-rn":
-        raise InputError(f"{path}: the pixel adversary needs a pixel-rn file, this one is {player_file.kind!r}")
+    if player_file.kind != PLAYER_KINDS["pixel-rn"]:
+        raise InputError(f"{path}: the pixel adversary needs a pixel-rn player file, this one holds "
+                         f"a {player_file.kind!r} model")
     network = player_file.build("cpu")
     network.requires_grad_(False)
     network.eval()

@@ -126,3 +126,15 @@ def test_unknown_adversary_inputs_are_refused_in_one_line(tmp_path, capsys):
     rc = main(["benchmark", "--players", "oracle", "--adversaries", "state,eyes", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "--adversaries 'state,eyes'" in err and "\n" not in err
+
+
+def test_the_shipped_pixel_adversary_network_loads_and_reads_images(setup):
+    from agents.pixel_features import load_pixel_adversary_network
+
+    pool, _, _, _ = setup
+    network, word_map, spec = load_pixel_adversary_network(None, pool.words)
+    assert (spec.preset, spec.width, spec.height) == ("fast", 128, 96)
+    assert word_map.shape == (len(pool.words.words),) and (word_map[2:] > 1).mean() > 0.9
+    images = render_originals(pool, spec)
+    cache = PixelFeatureCache(network, word_map, pool, images)
+    assert torch.isfinite(cache.globals).all() and cache.globals.std() > 0
