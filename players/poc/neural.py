@@ -122,7 +122,9 @@ class PocNeuralNetwork(nn.Module):
         asked = self.question(question)
         parts = [pooled, asked, pooled * asked]
         if self.knowledge is not None:
-            parts.append(self.knowledge(knowledge))
+            # Items of one environment share its constraints: encode each distinct text once per batch.
+            distinct, inverse = torch.unique(knowledge, dim=0, return_inverse=True)
+            parts.append(self.knowledge(distinct)[inverse])
         return self.head(torch.cat(parts, dim=-1))
 
 
