@@ -228,6 +228,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
     preset = PRESETS[args.preset]
     limits = limits_from_args(args)
     players = args.players.split(",") if args.players else list(preset.all_players())
+    adversaries = tuple(_adversaries(args.adversaries or ",".join(preset.adversaries)))
     for spec in players:  # a typo fails now, not as one failed trial per seed hours later
         check_spec(spec)
     out = Path(args.out)
@@ -247,7 +248,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int | None:
         eval_samples=preset.eval_samples,
         search_budget=preset.search_budget,
         adversary_weights=args.adversary_weights,
-        adversaries=tuple(_adversaries(args.adversaries or ",".join(preset.adversaries))),
+        adversaries=adversaries,
         per_size=budgets(preset, sizes, minigames=args.minigames, seeds=args.seeds, steps=args.steps),
         player_timeout=limits["timeout_s"], max_player_failures=limits["max_failures"],
         max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
