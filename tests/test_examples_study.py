@@ -137,7 +137,7 @@ def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tm
     lines: list[str] = []
     options = StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.5], trials=1,
                            out=str(tmp_path / "r"), steps=100_000, eval_every=10, batch_size=32, model_config=TINY,
-                           max_minutes=0.02)
+                           max_minutes=0.02, patience=10**6)  # only the clock can end it, on any machine
     outcome = run_study(options, log=lines.append)
     assert not outcome.complete and outcome.recorded == 0 and read_records(tmp_path / "r") == {}
     assert lines[-1] == "stopped at the --max-minutes limit (0.02); the same command continues the study"
