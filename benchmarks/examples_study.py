@@ -157,18 +157,10 @@ def trial_key(dataset: str, player: str, fraction: float, trial: int) -> str:
 
 
 def read_records(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Recorded trials by key; a torn line (a kill mid-write of an older writer) is ignored."""
-    path = Path(out) / RESULTS_FILE
-    records: dict[str, dict[str, Any]] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and "key" in record:
-                records[record["key"]] = record
-    return records
+    """Recorded trials by key."""
+    from benchmarks.runner import read_keyed_lines
+
+    return read_keyed_lines(Path(out) / RESULTS_FILE, "key")
 
 
 def write_records(out: str | os.PathLike[str], records: dict[str, dict[str, Any]]) -> None:

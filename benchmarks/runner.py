@@ -50,9 +50,9 @@ def _clock(seconds: float) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
-def read_trials(results: str | os.PathLike[str]) -> dict[str, dict]:
-    """Recorded trials by id; a torn last line (a kill mid-write of an old version) is ignored."""
-    path = Path(results) / TRIALS_FILE
+def read_keyed_lines(path: str | os.PathLike[str], key: str) -> dict[str, dict]:
+    """JSON-lines records by their `key` field; a torn line (a kill mid-write of an old version) is ignored."""
+    path = Path(path)
     records: dict[str, dict] = {}
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -60,9 +60,14 @@ def read_trials(results: str | os.PathLike[str]) -> dict[str, dict]:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(record, dict) and "trial" in record:
-                records[record["trial"]] = record
+            if isinstance(record, dict) and key in record:
+                records[record[key]] = record
     return records
+
+
+def read_trials(results: str | os.PathLike[str]) -> dict[str, dict]:
+    """Recorded trials by id."""
+    return read_keyed_lines(Path(results) / TRIALS_FILE, "trial")
 
 
 def write_trials(results: str | os.PathLike[str], records: dict[str, dict]) -> None:

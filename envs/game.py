@@ -286,19 +286,25 @@ class Game:
 
     # ------------------------------------------------------------------ the move
 
+    def _moved_layout(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+        """(indices, start and moved positions (B, 10, 2), the batch's layout verdicts)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        pool = self.pool
+        start = pool.xy[indices]
+        present = pool.present[indices]
+        moved = self.moves.apply(start, heads, np.asarray(actions, dtype=np.int64))
+        moved = np.where(present[..., None], moved, start)
+        return indices, start, moved, judge_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
+
     def judge_moves(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """(B,) whether each move passes every referee `play` would ask, without asking the player.
 
         The same verdicts as `play` (boundary, visibility, ASP, relevance), so a
         baseline can reject invalid moves before they cost a query.
         """
-        indices = np.asarray(indices, dtype=np.int64)
-        actions = np.asarray(actions, dtype=np.int64)
+        indices, start, moved, layout = self._moved_layout(indices, heads, actions)
         pool = self.pool
-        start = pool.xy[indices]
-        present = pool.present[indices]
-        moved = np.where(present[..., None], self.moves.apply(start, heads, actions), start)
-        layout = judge_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
         ok = np.zeros(len(indices), dtype=bool)
         accepted: list[tuple[int, Scene]] = []
         for row, (index, fits) in enumerate(zip(indices.tolist(), layout.ok.tolist(), strict=True)):
@@ -321,13 +327,8 @@ class Game:
 
     def play(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> list[Outcome]:
         """Play one move on each of B items: `heads` (B, 10) maps head -> object slot."""
-        indices = np.asarray(indices, dtype=np.int64)
-        actions = np.asarray(actions, dtype=np.int64)
+        indices, start, moved, layout = self._moved_layout(indices, heads, actions)
         pool = self.pool
-        start = pool.xy[indices]
-        present = pool.present[indices]
-        moved = np.where(present[..., None], self.moves.apply(start, heads, actions), start)
-        layout = judge_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
         old = self.old_answers(indices)
         shifts = moved - start
         moves_by_row: dict[int, list[tuple[int, float, float]]] = {}
