@@ -12,9 +12,9 @@ import torch
 from stable_baselines3.common.distributions import Distribution
 from torch import nn
 
-NUM_HEADS = 10
-NUM_BINS = 7
-STAY_BIN = 3
+from envs.items import MAX_OBJECTS as NUM_HEADS
+from envs.moves import NUM_BINS, STAY_BIN
+
 _MASKED = -1e9
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clevr_game.programs import Program
-from envs.game import NUM_BINS, STAY_BIN, Game, Outcome
-from envs.items import MAX_OBJECTS
+from envs.game import Game, Outcome
+from envs.moves import ACTION_DIMS, NUM_BINS, STAY_BIN, random_heads, stay_actions
 
 ActionSource = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(B,) item indices and (B, 10) head assignments -> (B, 20) actions."""
@@ -96,7 +96,7 @@ def evaluate(
     """Play `samples` moves per item with fresh random head assignments; summarise per item."""
     rng = np.random.default_rng(seed)
     repeated = np.repeat(np.asarray(indices, dtype=np.int64), samples)
-    heads = rng.permuted(np.tile(np.arange(MAX_OBJECTS), (len(repeated), 1)), axis=1)
+    heads = random_heads(rng, len(repeated))
     outcomes = game.play(repeated, heads, actions_for(repeated, heads))
     results = []
     for k, index in enumerate(indices):
@@ -152,7 +152,7 @@ def scores(results: list[ItemResult]) -> Scores:
 
 def random_actions(seed: int) -> ActionSource:
     rng = np.random.default_rng(seed)
-    return lambda indices, heads: rng.integers(0, 7, (len(indices), 2 * MAX_OBJECTS))
+    return lambda indices, heads: rng.integers(0, NUM_BINS, (len(indices), ACTION_DIMS))
 
 
 RANDOM_VALID_TRIES = 64
@@ -181,7 +181,7 @@ def random_valid_actions(game: Game, seed: int, tries: int = RANDOM_VALID_TRIES)
 
     def actions_for(indices: np.ndarray, heads: np.ndarray) -> np.ndarray:
         indices = np.asarray(indices, dtype=np.int64)
-        actions = np.full((len(indices), 2 * MAX_OBJECTS), STAY_BIN, dtype=np.int64)
+        actions = stay_actions(len(indices))
         pending = np.arange(len(indices))
         for _ in range(tries):
             candidates = _one_or_two_moved(rng, game.pool.num_objects[indices[pending]], heads[pending])
@@ -197,7 +197,7 @@ def random_valid_actions(game: Game, seed: int, tries: int = RANDOM_VALID_TRIES)
 
 def _one_or_two_moved(rng: np.random.Generator, num_objects: np.ndarray, heads: np.ndarray) -> np.ndarray:
     """(B, 20) actions moving one or two random objects of each scene by non-stay bins."""
-    actions = np.full((len(num_objects), 2 * MAX_OBJECTS), STAY_BIN, dtype=np.int64)
+    actions = stay_actions(len(num_objects))
     for row, n in enumerate(num_objects.tolist()):
         count = 1 if n < 2 else int(rng.integers(1, 3))
         for obj in rng.choice(n, count, replace=False).tolist():

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.game import STAY_BIN, Game, Outcome
+from envs.game import Game, Outcome
 from envs.items import MAX_OBJECTS
+from envs.moves import ACTION_DIMS, NUM_BINS, STAY_BIN, stay_actions
 
-BINS = 7
-SINGLE_OBJECT_MOVES = [(bx, by) for bx in range(BINS) for by in range(BINS) if (bx, by) != (STAY_BIN, STAY_BIN)]
+SINGLE_OBJECT_MOVES = [(bx, by) for bx in range(NUM_BINS) for by in range(NUM_BINS) if (bx, by) != (STAY_BIN, STAY_BIN)]
 
 
 @dataclass
@@ -43,7 +43,7 @@ class SearchResult:
 
 
 def _stay() -> np.ndarray:
-    return np.full(2 * MAX_OBJECTS, STAY_BIN, dtype=np.int64)
+    return stay_actions(1)[0]
 
 
 def _greedy(n: int) -> Iterator[np.ndarray]:
@@ -55,18 +55,18 @@ def _greedy(n: int) -> Iterator[np.ndarray]:
 
 
 def _exhaustive(n: int) -> Iterator[np.ndarray]:
-    for combo in itertools.product(range(BINS * BINS), repeat=n):
-        if all(c == STAY_BIN * BINS + STAY_BIN for c in combo):
+    for combo in itertools.product(range(NUM_BINS * NUM_BINS), repeat=n):
+        if all(c == STAY_BIN * NUM_BINS + STAY_BIN for c in combo):
             continue
         action = _stay()
         for obj, c in enumerate(combo):
-            action[2 * obj], action[2 * obj + 1] = divmod(c, BINS)
+            action[2 * obj], action[2 * obj + 1] = divmod(c, NUM_BINS)
         yield action
 
 
 def _random(rng: np.random.Generator) -> Iterator[np.ndarray]:
     while True:
-        yield rng.integers(0, BINS, 2 * MAX_OBJECTS)
+        yield rng.integers(0, NUM_BINS, ACTION_DIMS)
 
 
 class SearchAdversary:
@@ -79,7 +79,7 @@ class SearchAdversary:
         self.max_candidates = max_candidates or 50 * budget
 
     def exhaustive_fits(self, n: int) -> bool:
-        return BINS ** (2 * n) - 1 <= self.max_candidates
+        return NUM_BINS ** (2 * n) - 1 <= self.max_candidates
 
     def attack(self, index: int) -> SearchResult:
         item = self.game.pool.items[index]

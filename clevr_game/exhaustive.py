@@ -121,7 +121,7 @@ class ExhaustiveOptions:
 def grid_centres() -> np.ndarray:
     """(7,) cell centres along each axis of the adversary's absolute grid."""
     # The game owns the grid; imported here so that `import clevr_game` stays light.
-    from envs.game import MoveSpace
+    from envs.moves import MoveSpace
 
     return MoveSpace(mode="absolute").values
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from envs.defaults import PlayerLike, default_items, default_player
-from envs.game import NUM_BINS, Game, MoveSpace, Outcome, Rewards
+from envs.game import Game, Outcome, Rewards
 from envs.items import MAX_OBJECTS, ItemPool, ItemsLike
+from envs.moves import DEFAULT_STEP, MoveSpace, action_space, random_heads
 from envs.observation import encode, observation_space
 
 
@@ -42,7 +42,7 @@ class AdversarialSceneEnv(gym.Env):
         player: PlayerLike | None = None,
         *,
         mode: str = "displacement",
-        step: float = 0.3,
+        step: float = DEFAULT_STEP,
         dr: float = 1.0,
         cr: float = 0.1,
         fr: float = -0.1,
@@ -57,7 +57,7 @@ class AdversarialSceneEnv(gym.Env):
         self.game = Game(pool, player, moves=MoveSpace(mode, step), rewards=Rewards(dr, cr, fr, isr),
                          rules=rules, visibility=visibility, renderer=renderer)
         self.observation_space = observation_space(pool)
-        self.action_space = spaces.MultiDiscrete([NUM_BINS] * (2 * MAX_OBJECTS))
+        self.action_space = action_space()
         self.render_mode = render_mode
         self.renderer = renderer
         self._owns_renderer = renderer is None
@@ -73,7 +73,7 @@ class AdversarialSceneEnv(gym.Env):
         super().reset(seed=seed)
         options = options or {}
         self._index = int(options["item"]) if "item" in options else int(self.np_random.integers(len(self.pool)))
-        self._heads = self.np_random.permutation(MAX_OBJECTS)
+        self._heads = random_heads(self.np_random, 1)[0]
         self._last = None
         obs = encode(self.pool, np.array([self._index]), self._heads[None])
         item = self.pool.items[self._index]

@@ -27,14 +27,13 @@ from clevr_game.enforcers import (
     VisibilityEnforcer,
 )
 from clevr_game.errors import InputError
-from clevr_game.layout import BOUND, judge_batch
+from clevr_game.layout import judge_batch
 from clevr_game.programs import SceneFacts, compile_scene
 from clevr_game.scene import Scene, project_to_pixels
-from envs.items import MAX_OBJECTS, Item, ItemPool
+from envs.items import Item, ItemPool
+from envs.moves import MoveSpace
 from players.protocol import NEED_IMAGE, Answer, Player, Query
 
-NUM_BINS = 7
-STAY_BIN = 3
 VISIBILITY_COUNTERS = ("geometric", "index")
 """How Game.visibility counts an object's pixels: ray casting in numpy, or Blender's object-index pass."""
 
@@ -47,37 +46,6 @@ class Rewards:
     cr: float = 0.1
     fr: float = -0.1
     isr: float = -0.8
-
-
-@dataclass(frozen=True)
-class MoveSpace:
-    """How a bin index becomes a position: displacement (bin 3 = stay) or an absolute 7 x 7 grid."""
-
-    mode: str = "displacement"
-    step: float = 0.3
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("displacement", "absolute"):
-            raise ValueError(f"unknown move mode {self.mode!r} (expected displacement or absolute)")
-
-    @property
-    def values(self) -> np.ndarray:
-        if self.mode == "displacement":
-            return (np.arange(NUM_BINS) - STAY_BIN) * self.step
-        cell = 2 * BOUND / NUM_BINS  # cell centres of a 7 x 7 grid over the board
-        return -BOUND + cell * (np.arange(NUM_BINS) + 0.5)
-
-    def apply(self, xy: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """(B, 10, 2) positions, (B, 10) head -> object slot, (B, 20) bins -> moved positions."""
-        bins = actions.reshape(actions.shape[0], MAX_OBJECTS, 2)
-        per_head = self.values[bins]
-        moved = xy.copy()
-        rows = np.arange(xy.shape[0])[:, None]
-        if self.mode == "displacement":
-            moved[rows, heads] += per_head
-        else:
-            moved[rows, heads] = per_head
-        return moved
 
 
 @dataclass(slots=True)

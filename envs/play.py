@@ -8,6 +8,7 @@ import numpy as np
 
 from envs.game import Outcome
 from envs.items import ItemPool
+from envs.moves import stay_actions
 from envs.vector import AdversarialVectorEnv
 from players.protocol import Player
 
@@ -76,7 +77,7 @@ def play_moves(
         if moves == "random":
             actions = env.action_space.sample()
         else:
-            actions = np.full(env.action_space.shape, 3, dtype=np.int64)
+            actions = stay_actions(env.num_envs)
         _, _, _, _, infos = env.step(actions)
         outcomes.extend(infos["final_info"]["outcome"])
     return outcomes[:episodes]

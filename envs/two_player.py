@@ -34,8 +34,9 @@ from pettingzoo import AECEnv
 from clevr_game.errors import InputError
 from clevr_game.vocab import CLEVR_POC
 from envs.defaults import default_items
-from envs.game import NUM_BINS, Game, MoveSpace, Outcome, Rewards
+from envs.game import Game, Outcome, Rewards
 from envs.items import MAX_OBJECTS, Item, ItemPool, ItemsLike
+from envs.moves import ACTION_DIMS, DEFAULT_STEP, NUM_BINS, MoveSpace, action_space, random_heads
 from envs.observation import encode, observation_space
 from players.protocol import Answer, Player, Query
 
@@ -72,7 +73,7 @@ class TwoPlayerEnv(AECEnv):
         *,
         rounds: int = 1,
         mode: str = "displacement",
-        step: float = 0.3,
+        step: float = DEFAULT_STEP,
         rewards: Rewards | None = None,
         right: float = 1.0,
         wrong: float = -1.0,
@@ -93,7 +94,7 @@ class TwoPlayerEnv(AECEnv):
         self.possible_agents = [ADVERSARY, VQA_PLAYER]
         self.observation_spaces = {agent: observation_space(pool) for agent in self.possible_agents}
         self.action_spaces = {
-            ADVERSARY: spaces.MultiDiscrete([NUM_BINS] * (2 * MAX_OBJECTS)),
+            ADVERSARY: action_space(),
             VQA_PLAYER: spaces.Discrete(len(ANSWER_VALUES)),
         }
         self._rng = np.random.default_rng(seed)
@@ -124,7 +125,7 @@ class TwoPlayerEnv(AECEnv):
 
     def _start_round(self, item: int | None = None) -> None:
         self._index = int(self._rng.integers(len(self.pool))) if item is None else item
-        self._heads = self._rng.permutation(MAX_OBJECTS)
+        self._heads = random_heads(self._rng, 1)[0]
         self._pending = None
         index = np.array([self._index])
         self._observations = {
@@ -179,8 +180,8 @@ class TwoPlayerEnv(AECEnv):
 
     def _move(self, action: Any) -> None:
         bins = np.asarray(action, dtype=np.int64).reshape(-1)
-        if bins.shape != (2 * MAX_OBJECTS,) or bins.min() < 0 or bins.max() >= NUM_BINS:
-            raise InputError(f"adversary action must be {2 * MAX_OBJECTS} bins in 0..{NUM_BINS - 1}, got {action!r}")
+        if bins.shape != (ACTION_DIMS,) or bins.min() < 0 or bins.max() >= NUM_BINS:
+            raise InputError(f"adversary action must be {ACTION_DIMS} bins in 0..{NUM_BINS - 1}, got {action!r}")
         outcome = self.game.play(np.array([self._index]), self._heads[None], bins[None])[0]
         if not outcome.valid:
             self.rewards[ADVERSARY] = outcome.reward  # isr; the VQA player gets nothing and no turn

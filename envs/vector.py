@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env import VecEnv
 
 from envs.defaults import PlayerLike, default_items, default_player
-from envs.game import NUM_BINS, Game, MoveSpace, Outcome, Rewards
+from envs.game import Game, Outcome, Rewards
 from envs.items import MAX_OBJECTS, ItemPool, ItemsLike
+from envs.moves import DEFAULT_STEP, MoveSpace, action_space, random_heads
 from envs.observation import encode, observation_space
 
 
@@ -43,7 +43,7 @@ class AdversarialVectorEnv(VectorEnv):
         num_envs: int = 64,
         *,
         mode: str = "displacement",
-        step: float = 0.3,
+        step: float = DEFAULT_STEP,
         rewards: Rewards | None = None,
         order: str = "random",
         rules: Any = None,
@@ -61,7 +61,7 @@ class AdversarialVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.order = order
         self.single_observation_space = observation_space(pool)
-        self.single_action_space = spaces.MultiDiscrete([NUM_BINS] * (2 * MAX_OBJECTS))
+        self.single_action_space = action_space()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._rng = np.random.default_rng()
@@ -81,7 +81,7 @@ class AdversarialVectorEnv(VectorEnv):
         else:
             self._indices = (self._cursor + np.arange(self.num_envs)) % count
             self._cursor = int((self._cursor + self.num_envs) % count)
-        self._heads = self._rng.permuted(np.tile(np.arange(MAX_OBJECTS), (self.num_envs, 1)), axis=1)
+        self._heads = random_heads(self._rng, self.num_envs)
         self._obs = encode(self.pool, self._indices, self._heads)
         return self._obs
 

@@ -11,7 +11,7 @@ import torch
 from stable_baselines3.common.distributions import MultiCategoricalDistribution
 
 from agents.a2c import A2CConfig, A2CTrainer, policy_actions
-from agents.distribution import STAY_BIN, BatchedMultiCategorical, mask_empty_heads
+from agents.distribution import BatchedMultiCategorical, mask_empty_heads
 from agents.evaluation import evaluate, random_actions, scores
 from agents.features import FeatureCache, RelationalFeatures
 from agents.policy import AdversaryPolicy
@@ -22,6 +22,7 @@ from clevr_game.programs import execute_scene
 from clevr_game.text import default_word_vocabulary
 from envs.game import Game
 from envs.items import ItemPool, load_items
+from envs.moves import STAY_BIN
 from envs.vector import AdversarialVectorEnv, Sb3VecEnv
 from players.oracle import OraclePlayer
 from players.protocol import Answer, Player, Query

@@ -12,9 +12,10 @@ import pytest
 from clevr_game.layout import BOUND
 from envs import ENV_ID
 from envs.adversarial import AdversarialSceneEnv
-from envs.game import STAY_BIN, Game, MoveSpace, Rewards
+from envs.game import Game, Rewards
 from envs.items import ItemPool, clevr_items, load_items
 from envs.minigames import MiniGames, split_minigames
+from envs.moves import STAY_BIN, MoveSpace
 from envs.play import play_moves, summarise
 from envs.vector import AdversarialVectorEnv, Sb3VecEnv
 from players.oracle import OraclePlayer

@@ -17,8 +17,8 @@ from clevr_game.cli import build_parser, main
 from clevr_game.errors import InputError
 from envs import ENV_ID
 from envs.defaults import DEFAULT_ITEMS, DEFAULT_PLAYER
-from envs.game import STAY_BIN
 from envs.items import ItemPool, load_items
+from envs.moves import STAY_BIN
 from envs.two_player import ADVERSARY, VQA_PLAYER, TwoPlayerEnv
 from envs.vector import AdversarialVectorEnv
 from players.oracle import OraclePlayer

@@ -19,8 +19,9 @@ from clevr_game.asp.solve import scene_regions
 from clevr_game.enforcers import RelevanceEnforcer
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene
-from envs.game import STAY_BIN, Game
+from envs.game import Game
 from envs.items import ItemPool, load_items
+from envs.moves import STAY_BIN
 from envs.poc_items import PocRules
 from players.oracle import OraclePlayer
 from players.protocol import NEED_SCENE, Query, query_to_wire

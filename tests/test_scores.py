@@ -19,8 +19,9 @@ import pytest
 
 from agents.evaluation import evaluate, scores
 from clevr_game.generate import generate_dataset
-from envs.game import NUM_BINS, STAY_BIN, Game, Rewards
+from envs.game import Game, Rewards
 from envs.items import MAX_OBJECTS, ItemPool, load_items
+from envs.moves import NUM_BINS, STAY_BIN
 from players.oracle import OraclePlayer
 from players.protocol import Answer, Player, Query
 

@@ -11,8 +11,9 @@ from pettingzoo.test import api_test
 from clevr_game.errors import InputError
 from clevr_game.generate import generate_dataset
 from clevr_game.layout import BOUND
-from envs.game import STAY_BIN, Rewards
+from envs.game import Rewards
 from envs.items import ItemPool, load_items
+from envs.moves import STAY_BIN
 from envs.two_player import ADVERSARY, ANSWER_VALUES, VQA_PLAYER, TwoPlayerEnv
 
 STAY = np.full(20, STAY_BIN)
