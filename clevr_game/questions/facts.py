@@ -55,10 +55,6 @@ def key_table(vocabulary: Vocabulary) -> KeyTable:
     return KeyTable(keys, index, drop_one, within, strides)
 
 
-def popcount_is_one(mask: int) -> bool:
-    return mask != 0 and mask & (mask - 1) == 0
-
-
 class GenerationFacts:
     """One scene's objects, relations and filter-key match sets as bitmasks."""
 
