@@ -17,6 +17,7 @@ from clevr_game.errors import InputError
 from clevr_game.layout import sample_layout
 from clevr_game.scene import (
     DEFAULT_DIRECTIONS,
+    MAX_OBJECTS,
     Scene,
     SceneObject,
     load_scenes,
@@ -29,7 +30,6 @@ from clevr_game.scene import (
 from clevr_game.vocab import ATTRIBUTES, CLEVR, Vocabulary
 
 MIN_OBJECTS = 3
-MAX_OBJECTS = 10
 
 
 def image_filename(split: str, index: int) -> str:

@@ -39,6 +39,9 @@ CAMERA_SENSOR_WIDTH_MM = 32.0
 IMAGE_WIDTH = 480
 IMAGE_HEIGHT = 320
 
+MAX_OBJECTS = 10
+"""CLEVR's most objects in one scene; the game's heads and a state player's slots are sized by it."""
+
 
 def _ground_direction(vector: np.ndarray) -> tuple[float, float, float]:
     flat = np.array([vector[0], vector[1], 0.0])

@@ -19,12 +19,11 @@ import numpy as np
 from clevr_game.dataset import load_dataset
 from clevr_game.errors import InputError
 from clevr_game.programs import Program
-from clevr_game.scene import Scene
+from clevr_game.scene import MAX_OBJECTS, Scene
 from clevr_game.text import WordVocabulary, default_word_vocabulary
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
 from players.protocol import shown
 
-MAX_OBJECTS = 10
 QUESTION_LENGTH = 48
 
 

@@ -21,7 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from clevr_game.asp.envgen import MAX_OBJECTS, MIN_OBJECTS, environment_text, generate_environment
+from clevr_game.asp.envgen import (
+    POC_MAX_OBJECTS,
+    POC_MIN_OBJECTS,
+    environment_text,
+    generate_environment,
+)
 from clevr_game.asp.environment import Environment
 from clevr_game.asp.questions import make_question, partial_scene
 from clevr_game.asp.sampling import SceneSampler
@@ -137,8 +142,8 @@ def generate_poc_dataset(
     num_items: int,
     seed: int,
     *,
-    min_objects: int = MIN_OBJECTS,
-    max_objects: int = MAX_OBJECTS,
+    min_objects: int = POC_MIN_OBJECTS,
+    max_objects: int = POC_MAX_OBJECTS,
     query_weights: dict[str, float] | None = None,
     allow_empty_regions: bool = False,
     item_files: bool = True,
@@ -147,8 +152,8 @@ def generate_poc_dataset(
     each item's `out_dir/items/NNNN/{partial.json,q.lp,env.lp}`; returns the items path."""
     if num_environments < 1 or num_items < 0:
         raise InputError("--environments must be >= 1 and --items >= 0")
-    if not MIN_OBJECTS <= min_objects <= max_objects <= MAX_OBJECTS:
-        raise InputError(f"--min-objects / --max-objects: need {MIN_OBJECTS} <= min <= max <= {MAX_OBJECTS}")
+    if not POC_MIN_OBJECTS <= min_objects <= max_objects <= POC_MAX_OBJECTS:
+        raise InputError(f"--min-objects / --max-objects: need {POC_MIN_OBJECTS} <= min <= max <= {POC_MAX_OBJECTS}")
     weights = dict(query_weights or DEFAULT_QUERY_WEIGHTS)
     quotas = attribute_quotas(num_items, weights)
     out = Path(out_dir)

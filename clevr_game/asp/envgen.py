@@ -21,8 +21,9 @@ from clevr_game.asp.templates import ConstraintSpec
 from clevr_game.errors import ClevrGameError, InputError
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC, Vocabulary
 
-MIN_OBJECTS = 5
-MAX_OBJECTS = 9
+POC_MIN_OBJECTS = 5
+POC_MAX_OBJECTS = 9
+"""Objects of a CLEVR-POC environment: CLEVR-POC's own range, not CLEVR's scene limit (scene.MAX_OBJECTS)."""
 MAX_CONSTRAINTS = 15
 MIN_PER_REGION = 2
 
@@ -129,8 +130,8 @@ def generate_environment(
     Unless `allow_empty_regions`, no region is forced empty: each can hold an
     object in some scene of the environment.
     """
-    if not MIN_OBJECTS <= num_objects <= MAX_OBJECTS:
-        raise InputError(f"--objects {num_objects}: an environment has {MIN_OBJECTS} to {MAX_OBJECTS} objects")
+    if not POC_MIN_OBJECTS <= num_objects <= POC_MAX_OBJECTS:
+        raise InputError(f"--objects {num_objects}: an environment has {POC_MIN_OBJECTS} to {POC_MAX_OBJECTS} objects")
     if not NUM_REGIONS * MIN_PER_REGION <= max_constraints <= MAX_CONSTRAINTS:
         raise InputError(f"max constraints {max_constraints}: must lie in {NUM_REGIONS * MIN_PER_REGION}..{MAX_CONSTRAINTS}")
     target = int(rng.integers(NUM_REGIONS * MIN_PER_REGION + 2, max_constraints + 1))

@@ -21,12 +21,9 @@ import numpy as np
 
 from clevr_game.dataset import Question
 from clevr_game.errors import InputError
-from clevr_game.scene import Scene
+from clevr_game.scene import MAX_OBJECTS, Scene
 from clevr_game.text import WordVocabulary
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
-
-MAX_OBJECTS = 10
-"""Object slots of a state player; empty slots hold the empty token."""
 
 MAX_QUESTION_TOKENS = 48
 """Question tokens kept; CLEVR's longest template questions have about 45."""
