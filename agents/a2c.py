@@ -30,6 +30,7 @@ from agents.features import FeatureCache, LiveFeatures
 from agents.policy import AdversaryHeads, value_head
 from envs.items import MAX_OBJECTS
 from envs.vector import AdversarialVectorEnv
+from players.state.checkpoint import write_torch_atomic
 
 ENTROPY_COEF_LR = 1e-2
 
@@ -108,12 +109,6 @@ def policy_actions(adversary: Adversary, cache: FeatureCache | LiveFeatures, det
             return (dist.mode() if deterministic else dist.sample()).numpy()
 
     return actions_for
-
-
-def _save_atomic(payload: dict, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
 
 
 class SuccessReplay:
@@ -212,7 +207,7 @@ class A2CTrainer:
     def save(self) -> None:
         if self.checkpoint is not None:
             self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-            _save_atomic(self._state(), self.checkpoint)
+            write_torch_atomic(self.checkpoint, self._state())
 
     def _sample(self) -> torch.Tensor:
         log_probs = self.dist.log_probs
@@ -230,8 +225,9 @@ class A2CTrainer:
     def step(self) -> dict:
         """One update: act on the whole batch, step the env once, one gradient step."""
         env, cfg = self.env, self.config
-        items, heads = env.current_items.copy(), env.current_heads.copy()
-        g, slots, present = self.cache.lookup(items, heads)
+        episodes = env.episodes
+        items, heads = episodes.items, episodes.heads
+        g, slots, present = self.cache.lookup(items, heads, episodes.observation)
         logits, values = self.adversary(g, slots, present)
         self.dist.proba_distribution(logits.flatten(1))
         actions = self._sample()
@@ -243,7 +239,7 @@ class A2CTrainer:
         entropy = self.dist.entropy().mean()
         coef = self.log_entropy_coef.detach().exp()
         loss = policy_loss + cfg.value_coef * value_loss - coef * entropy
-        successes = rewards > env.game.rewards.fr
+        successes = infos["final_info"]["changed"]
         self.replay.add(items[successes], heads[successes], actions.numpy()[successes], rewards[successes])
         if cfg.self_imitation_coef > 0 and len(self.replay):
             loss = loss + cfg.self_imitation_coef * self._self_imitation_loss()

@@ -92,8 +92,12 @@ class FeatureCache:
     def parameters(self) -> list[torch.nn.Parameter]:
         return []  # frozen: nothing of the network is trained
 
-    def lookup(self, indices: np.ndarray, heads: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(global, slot encodings, presence) of items under head assignments (B, 10)."""
+    def lookup(self, indices: np.ndarray, heads: np.ndarray, observation: dict[str, np.ndarray] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(global, slot encodings, presence) of items under head assignments (B, 10).
+
+        The observation is not needed: an item's features never change.
+        """
         rows = torch.as_tensor(indices, dtype=torch.long)
         slots = torch.as_tensor(heads, dtype=torch.long)
         objects = self.objects[rows[:, None], slots]
@@ -113,8 +117,10 @@ class LiveFeatures:
     def parameters(self) -> list[torch.nn.Parameter]:
         return list(self.network.parameters())
 
-    def lookup(self, indices: np.ndarray, heads: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        obs = encode(self.pool, np.asarray(indices), np.asarray(heads))
+    def lookup(self, indices: np.ndarray, heads: np.ndarray, observation: dict[str, np.ndarray] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Features of items under head assignments, read from the env's observation when given."""
+        obs = observation if observation is not None else encode(self.pool, np.asarray(indices), np.asarray(heads))
         positions, attributes, present, words = self.read(torch.as_tensor(obs["objects"]),
                                                           torch.as_tensor(obs["question"]))
         g, objects = relational_features(self.network, positions, attributes, present, words)

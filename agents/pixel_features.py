@@ -107,8 +107,9 @@ class PixelFeatureCache:
     def parameters(self) -> list[torch.nn.Parameter]:
         return []  # frozen: the adversary's image encoder is not trained by the attack
 
-    def lookup(self, indices: np.ndarray, heads: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(global, slot encodings, presence) of items under head assignments (B, 10)."""
+    def lookup(self, indices: np.ndarray, heads: np.ndarray, observation: dict[str, np.ndarray] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(global, slot encodings, presence) of items under head assignments (B, 10); the observation is unused."""
         rows = torch.as_tensor(indices, dtype=torch.long)
         slots = torch.as_tensor(heads, dtype=torch.long)
         return self.globals[rows], self.objects[rows[:, None], slots], self.present[rows[:, None], slots].float()

@@ -1,34 +1,41 @@
 """One move of the game for a batch of items at once (DESIGN.md, "One move of the game").
 
-The single env and the vector env are both thin shells over `Game.play`: it turns
-actions into moved positions with numpy, judges them cheapest first (boundary for
-the whole batch in one vectorised call, then ASP constraints and question
-relevance per surviving scene), asks the player once for every valid scene of the
-batch, and computes the rewards. The old answer of each item is asked once and
-cached; a move that leaves every object in place is answered from that cache.
+A move is three public stages, each for the whole batch:
+
+1. `Game.judge(indices, heads, actions) -> Judged`: the actions become moved
+   positions with numpy and the `Referee` judges them cheapest first (boundary for
+   the batch in one vectorised pass, then ASP constraints and question relevance
+   per surviving scene, then visibility for the accepted scenes at once);
+2. `Game.ask(judged) -> Answers`: the only place the player is called. The old
+   answer of each item is asked once and cached (successes only); the valid moved
+   scenes are asked in one batch; an unmoved scene is answered from the cache;
+3. `Game.score(judged, old, new) -> Outcomes`: rewards and flags from the rules,
+   as arrays, with one `Outcome` per move built when it is read.
+
+`Game.play` is those three calls. The single env, the vector env and the
+adversary's evaluation are thin shells over it; the two-player env uses `judge`
+and `score` with the learning player's answer.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from clevr_game.enforcers import (
-    AspEnforcer,
-    BoundaryEnforcer,
     ConstraintRules,
-    RelevanceEnforcer,
+    MoveBatch,
+    Referee,
+    Rulings,
     Verdict,
     VisibilityEnforcer,
 )
 from clevr_game.errors import InputError
-from clevr_game.layout import judge_batch
-from clevr_game.programs import SceneFacts, compile_scene
 from clevr_game.scene import Scene, project_to_pixels
 from envs.items import Item, ItemPool
 from envs.moves import MoveSpace
@@ -36,6 +43,9 @@ from players.protocol import NEED_IMAGE, Answer, Player, Query
 
 VISIBILITY_COUNTERS = ("geometric", "index")
 """How Game.visibility counts an object's pixels: ray casting in numpy, or Blender's object-index pass."""
+
+Move = tuple[int, float, float]
+"""(object index, dx, dy) of one moved object."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,6 @@ class Rewards:
     cr: float = 0.1
     fr: float = -0.1
     isr: float = -0.8
-
 
 @dataclass(slots=True)
 class Outcome:
@@ -92,13 +101,150 @@ class Outcome:
         }
 
 
+@dataclass
+class Judged:
+    """The referee's rulings on one batch of moves, with what the later stages need.
+
+    `moved` (B, 10, 2) are the positions after the move; `valid` and `unmoved` (B,)
+    come from the referee. `verdicts(row)`, `moves(row)` and `scene(row)` are built
+    on demand, so a batch whose outcomes are only counted formats no reasons.
+    """
+
+    indices: np.ndarray
+    heads: np.ndarray
+    start: np.ndarray
+    moved: np.ndarray
+    rulings: Rulings
+    move_space: MoveSpace
+    items: Sequence[Item]
+    _scenes: dict[int, Scene] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.rulings.valid
+
+    @property
+    def unmoved(self) -> np.ndarray:
+        return self.rulings.unmoved
+
+    def verdicts(self, row: int) -> list[Verdict]:
+        return self.rulings.verdicts(row)
+
+    def moves(self, row: int) -> list[Move]:
+        """The objects row's move displaced, as the grid gives the displacements (for display and export)."""
+        shifts = self.moved[row] - self.start[row]
+        objects = np.flatnonzero(np.any(shifts != 0.0, axis=-1))
+        exact = self.move_space.exact_shifts(shifts[objects])
+        return [(obj, dx, dy) for obj, (dx, dy) in zip(objects.tolist(), exact.tolist(), strict=True)]
+
+    def scene(self, row: int) -> Scene | None:
+        """The scene a player is asked about after row's move (None when the move is invalid)."""
+        if not self.valid[row]:
+            return None
+        if self.unmoved[row]:
+            return self.items[row].scene
+        scene = self._scenes.get(row) or self.rulings.scenes.get(row)
+        if scene is None:
+            self.prepare_scenes([row])
+            scene = self._scenes[row]
+        return scene
+
+    def prepare_scenes(self, rows: Sequence[int]) -> None:
+        """Build the moved scenes of `rows` together: one camera projection for all their objects."""
+        missing = [r for r in rows if r not in self._scenes and r not in self.rulings.scenes]
+        if not missing:
+            return
+        batch = self.rulings.batch
+        coords = [batch.coords(r) for r in missing]
+        pixels = project_to_pixels(np.concatenate(coords))
+        bounds = np.cumsum([0] + [len(c) for c in coords])
+        for k, row in enumerate(missing):
+            # Players read coordinates; the relationships lists are built only if the scene is written.
+            self._scenes[row] = self.items[row].scene.with_coords(
+                coords[k], pixel_coords=pixels[bounds[k]:bounds[k + 1]], compute_relationships=False)
+
+
+@dataclass(frozen=True)
+class Answers:
+    """The player's answers on the original scenes (`old`) and after the move (`new`, None if invalid)."""
+
+    old: list[Answer]
+    new: list[Answer | None]
+
+
+class Outcomes(Sequence[Outcome]):
+    """The outcomes of one batch of moves: arrays for counting, an `Outcome` per move when read."""
+
+    def __init__(self, judged: Judged, old: Sequence[Answer], new: Sequence[Answer | None], rewards: Rewards):
+        self.judged, self.old, self.new = judged, list(old), list(new)
+        self.valid = np.array([a is not None for a in self.new], dtype=bool)
+        self.errors: list[str | None] = [
+            o.error or (n.error if n is not None else None) for o, n in zip(self.old, self.new, strict=True)]
+        answered = self.valid & np.array([e is None for e in self.errors], dtype=bool)
+        old_text = [a.text for a in self.old]
+        new_text = [a.text if a is not None else None for a in self.new]
+        truth = [item.answer for item in judged.items]
+        self.changed = answered & np.array([n != o for n, o in zip(new_text, old_text, strict=True)], dtype=bool)
+        self.dropped = self.changed & np.array([o == t for o, t in zip(old_text, truth, strict=True)], dtype=bool)
+        # Unchanged, or the player failed to answer: no reward above "nothing changed",
+        # so an adversary never learns to make the player fail instead of flip.
+        self.rewards = np.select([~self.valid, self.dropped, self.changed], [rewards.isr, rewards.dr, rewards.cr],
+                                 rewards.fr).astype(np.float64)
+        self._built: dict[int, Outcome] = {}
+
+    def __len__(self) -> int:
+        return len(self.new)
+
+    @overload
+    def __getitem__(self, row: int) -> Outcome: ...
+
+    @overload
+    def __getitem__(self, row: slice) -> list[Outcome]: ...
+
+    def __getitem__(self, row: int | slice) -> Outcome | list[Outcome]:
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        if row < 0:
+            row += len(self)
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        outcome = self._built.get(row)
+        if outcome is None:
+            outcome = self._built[row] = self._build(row)
+        return outcome
+
+    def __iter__(self) -> Iterator[Outcome]:
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def counted(self) -> np.ndarray:
+        """(B,) the player answered both scenes: the move is a success or a failure."""
+        return np.array([e is None for e in self.errors], dtype=bool)
+
+    def _build(self, row: int) -> Outcome:
+        judged, old, new = self.judged, self.old[row], self.new[row]
+        item, valid = judged.items[row], bool(self.valid[row])
+        return Outcome(
+            item.item_id, valid, judged.verdicts(row), item.answer, old.text, new.text if new is not None else None,
+            float(self.rewards[row]), [] if judged.unmoved[row] else judged.moves(row),
+            judged.scene(row) if valid else None, self.errors[row], bool(self.changed[row]), bool(self.dropped[row]),
+        )
+
+
 class Game:
-    """The rules, the referees and the player for a pool of items."""
+    """The rules, the referees and the player for a pool of items.
+
+    `player` may be None for a game whose moves are only judged and scored with
+    answers from elsewhere (the two-player env's learning player).
+    """
 
     def __init__(
         self,
         pool: ItemPool,
-        player: Player,
+        player: Player | None,
         *,
         moves: MoveSpace | None = None,
         rewards: Rewards | None = None,
@@ -120,24 +266,86 @@ class Game:
             rules = PocRules()
         self.renderer = renderer
         self.image_dir = image_dir
-        self.boundary = BoundaryEnforcer(visibility)
-        self.asp = AspEnforcer(rules)
-        self.relevance = RelevanceEnforcer(rules)
         self.old_answer_attempts = old_answer_attempts
         # CLEVR's rule that every object shows at least 200 pixels: on by default for
         # players that see images, where a hidden object fools a human too.
-        self.check_visibility = NEED_IMAGE in player.needs if check_visibility is None else check_visibility
+        sees_images = player is not None and NEED_IMAGE in player.needs
+        self.check_visibility = sees_images if check_visibility is None else check_visibility
         if visibility_counter not in VISIBILITY_COUNTERS:
             raise InputError(f"visibility_counter must be one of {', '.join(VISIBILITY_COUNTERS)}, "
                              f"got {visibility_counter!r}")
         self.visibility_counter = visibility_counter
-        self._visibility: VisibilityEnforcer | None = None
+        self.referee = Referee(rules, visibility_hook=visibility)
         self._old_answers: dict[int, Answer] = {}  # successes, and failures that used up their attempts
         self._old_attempts: dict[int, int] = {}
-        self._facts: dict[int, SceneFacts] = {}
-        self._unmoved_verdicts: dict[int, list[Verdict]] = {}  # per item: attributes never move, only relations change
 
-    # ------------------------------------------------------------------ answers
+    # ------------------------------------------------------------------ 1. judge
+
+    def judge(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> Judged:
+        """Move B items (`heads` (B, 10) maps head -> object slot) and judge every moved scene."""
+        indices = np.asarray(indices, dtype=np.int64)
+        heads = np.asarray(heads, dtype=np.int64)
+        pool = self.pool
+        start = pool.xy[indices]
+        present = pool.present[indices]
+        moved = self.moves.apply(start, heads, np.asarray(actions, dtype=np.int64))
+        moved = np.where(present[..., None], moved, start)
+        rows = indices.tolist()
+        items = [pool.items[i] for i in rows]
+        self.referee.visibility = self.visibility
+        batch = MoveBatch(items, rows, [it.scene for it in items], start, moved, pool.z[indices],
+                          pool.radii[indices], present, pool.margin_axes[indices], pool.num_objects[indices],
+                          [pool.descriptions[i] for i in rows])
+        return Judged(indices, heads, start, moved, self.referee.judge(batch), self.moves, items)
+
+    def judge_moves(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """(B,) whether each move passes every referee `play` would ask, without asking the player."""
+        return self.judge(indices, heads, actions).valid.copy()
+
+    # ------------------------------------------------------------------ 2. ask
+
+    def ask(self, judged: Judged) -> Answers:
+        """The player's old answers of the batch's items and its answers on the valid moved scenes."""
+        if self.player is None:
+            raise InputError("this game has no player to ask; score its moves with answers from elsewhere")
+        old = self.old_answers(judged.indices)
+        new: list[Answer | None] = [None] * len(judged)
+        for row in np.flatnonzero(judged.valid & judged.unmoved).tolist():
+            new[row] = old[row]  # nothing moved: the old answer stands
+        to_ask = np.flatnonzero(judged.valid & ~judged.unmoved).tolist()
+        if to_ask:
+            judged.prepare_scenes(to_ask)
+            queries = self._queries([judged.items[r] for r in to_ask], [judged.scene(r) for r in to_ask])
+            for row, answer in zip(to_ask, self.player.answer_batch(queries), strict=True):
+                new[row] = answer
+        return Answers(old, new)
+
+    def old_answers(self, indices: Sequence[int] | np.ndarray) -> list[Answer]:
+        """The player's answers on the original scenes, asked once per item and cached.
+
+        A failed unmoved answer is asked again at once, up to `old_answer_attempts`
+        tries in all; only then does its failure stand for the run, so one transient
+        fault is not repeated on every episode of the item.
+        """
+        keys = [int(i) for i in indices]
+        missing = sorted(set(keys) - self._old_answers.keys())
+        while missing:
+            items = [self.pool.items[i] for i in missing]
+            answers = self.player.answer_batch(self._queries(items, [it.scene for it in items]))
+            for index, answer in zip(missing, answers, strict=True):
+                self._old_attempts[index] = self._old_attempts.get(index, 0) + 1
+                if answer.ok or self._old_attempts[index] >= self.old_answer_attempts:
+                    self._old_answers[index] = answer
+            missing = [i for i in missing if i not in self._old_answers]
+        return [self._old_answers[i] for i in keys]
+
+    def adopt_old_answers(self, other: Game) -> None:
+        """Take over `other`'s successful unmoved answers for the items both pools hold."""
+        index_of = {item.item_id: i for i, item in enumerate(self.pool.items)}
+        for j, answer in other._old_answers.items():
+            i = index_of.get(other.pool.items[j].item_id)
+            if i is not None and answer.ok:
+                self._old_answers[i] = answer
 
     def _queries(self, items: list[Item], scenes: list[Scene]) -> list[Query]:
         """Queries restricted to what the player needs; images rendered (and cached) only for pixel players."""
@@ -156,9 +364,19 @@ class Game:
             from clevr_game.render import Renderer
 
             # A pixel player is shown images as it was trained on them: its preset and size.
-            width, height = getattr(self.player, "image_size", (None, None))
-            self.renderer = Renderer(getattr(self.player, "render_preset", "fast"), width=width, height=height)
+            spec = self.player.image_spec if self.player is not None else None
+            if spec is None:
+                self.renderer = Renderer("fast")
+            else:
+                self.renderer = Renderer(spec.preset, width=spec.width, height=spec.height)
         return self.renderer
+
+    def _images(self, scenes: list[Scene]) -> list[Path]:
+        self._renderer()
+        if self.image_dir is None:
+            self.image_dir = tempfile.mkdtemp(prefix="clevr-game-images-")
+        names = [f"{self.renderer.image_key(scene)}.png" for scene in scenes]
+        return self.renderer.render_many(scenes, self.image_dir, names=names)
 
     @property
     def visibility(self) -> VisibilityEnforcer | None:
@@ -168,232 +386,33 @@ class Game:
         milliseconds, no Blender; docs/rendering.md gives its agreement with the index pass)
         or by the renderer's object-index render (`index`), at the renderer's index size.
         """
-        if self.check_visibility and self._visibility is None:
+        if self.check_visibility and self.referee.visibility is None:
             if self.visibility_counter == "index":
                 renderer = self._renderer()
-                self._visibility = VisibilityEnforcer(renderer.visible_pixels_many, renderer.pixel_threshold)
+                self.referee.visibility = VisibilityEnforcer(renderer.visible_pixels_many, renderer.pixel_threshold)
             else:
                 from clevr_game.render.renderer import CLEVR_INDEX_SIZE, CLEVR_MIN_PIXELS
                 from clevr_game.render.silhouettes import geometric_counter
 
                 size = getattr(self.renderer, "index_size", CLEVR_INDEX_SIZE)
                 threshold = getattr(self.renderer, "pixel_threshold", CLEVR_MIN_PIXELS)
-                self._visibility = VisibilityEnforcer(geometric_counter(*size), threshold)
-        return self._visibility
+                self.referee.visibility = VisibilityEnforcer(geometric_counter(*size), threshold)
+        return self.referee.visibility
 
-    def _images(self, scenes: list[Scene]) -> list[Path]:
-        self._renderer()
-        if self.image_dir is None:
-            self.image_dir = tempfile.mkdtemp(prefix="clevr-game-images-")
-        names = [f"{self.renderer.image_key(scene)}.png" for scene in scenes]
-        return self.renderer.render_many(scenes, self.image_dir, names=names)
+    # ------------------------------------------------------------------ 3. score
 
-    def old_answers(self, indices: Sequence[int]) -> list[Answer]:
-        """The player's answers on the original scenes, asked once per item and cached.
+    def score(self, judged: Judged, old: Sequence[Answer], new: Sequence[Answer | None]) -> Outcomes:
+        """Rewards and flags of each move from the rules: dr, cr, fr for a valid move, isr for an invalid one.
 
-        A failed unmoved answer is asked again at once, up to `old_answer_attempts`
-        tries in all; only then does its failure stand for the run, so one transient
-        fault is not repeated on every episode of the item.
+        `new[row]` is None exactly when the move is invalid. An error answer is
+        neither a change nor a drop and earns fr.
         """
-        missing = sorted({int(i) for i in indices} - self._old_answers.keys())
-        while missing:
-            items = [self.pool.items[i] for i in missing]
-            answers = self.player.answer_batch(self._queries(items, [it.scene for it in items]))
-            for index, answer in zip(missing, answers, strict=True):
-                self._old_attempts[index] = self._old_attempts.get(index, 0) + 1
-                if answer.ok or self._old_attempts[index] >= self.old_answer_attempts:
-                    self._old_answers[index] = answer
-            missing = [i for i in missing if i not in self._old_answers]
-        return [self._old_answers[int(i)] for i in indices]
-
-    def adopt_old_answers(self, other: Game) -> None:
-        """Take over `other`'s successful unmoved answers for the items both pools hold."""
-        index_of = {item.item_id: i for i, item in enumerate(self.pool.items)}
-        for j, answer in other._old_answers.items():
-            i = index_of.get(other.pool.items[j].item_id)
-            if i is not None and answer.ok:
-                self._old_answers[i] = answer
-
-    # ------------------------------------------------------------------ judging
-
-    def _moved_facts(self, item: Item, index: int, coords: np.ndarray) -> SceneFacts:
-        facts = self._facts.get(index)
-        if facts is None:
-            facts = self._facts[index] = compile_scene(item.scene)
-        return facts.with_coords(coords)
-
-    def _judge_valid_layout(
-        self, item: Item, index: int, coords: np.ndarray
-    ) -> tuple[list[Verdict], Scene | None, SceneFacts | None]:
-        """Visibility, ASP constraints and relevance of a scene whose layout is valid."""
-        verdicts = [Verdict("boundary", True)]
-        scene = facts = None
-        if self.boundary.visibility is not None or item.environment is not None:
-            scene = item.scene.with_coords(coords)
-        if self.boundary.visibility is not None:
-            verdict = self.boundary.judge_visibility(scene)
-            if not verdict.ok:
-                return [verdict], scene, None
-        if item.environment is not None:
-            verdicts.append(self.asp.judge(scene, item))
-            if not verdicts[-1].ok:
-                return verdicts, scene, None
-        else:
-            facts = self._moved_facts(item, index, coords)
-        verdicts.append(self.relevance.judge(scene, item, facts))
-        return verdicts, scene, facts
-
-    def _unmoved_outcome(self, item: Item, index: int, old: Answer) -> Outcome:
-        verdicts = self._unmoved_verdicts.get(index)
-        if verdicts is None:
-            n = int(self.pool.num_objects[index])
-            coords = np.column_stack([self.pool.xy[index, :n], self.pool.z[index, :n]])
-            verdicts = self._unmoved_verdicts[index] = self._judge_valid_layout(item, index, coords)[0]
-        scene = item.scene if verdicts[-1].ok else None
-        return self._finish(item, verdicts, old, old if scene is not None else None, [], scene)
+        return Outcomes(judged, old, new, self.rewards)
 
     # ------------------------------------------------------------------ the move
 
-    def _moved_layout(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-        """(indices, start and moved positions (B, 10, 2), the batch's layout verdicts)."""
-        indices = np.asarray(indices, dtype=np.int64)
-        pool = self.pool
-        start = pool.xy[indices]
-        present = pool.present[indices]
-        moved = self.moves.apply(start, heads, np.asarray(actions, dtype=np.int64))
-        moved = np.where(present[..., None], moved, start)
-        return indices, start, moved, judge_batch(moved, pool.radii[indices], present, axes=pool.margin_axes[indices])
-
-    def judge_moves(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """(B,) whether each move passes every referee `play` would ask, without asking the player.
-
-        The same verdicts as `play` (boundary, visibility, ASP, relevance), so a
-        baseline can reject invalid moves before they cost a query.
-        """
-        indices, start, moved, layout = self._moved_layout(indices, heads, actions)
-        pool = self.pool
-        ok = np.zeros(len(indices), dtype=bool)
-        accepted: list[tuple[int, Scene]] = []
-        for row, (index, fits) in enumerate(zip(indices.tolist(), layout.ok.tolist(), strict=True)):
-            if not fits:
-                continue
-            item, n = pool.items[index], int(pool.num_objects[index])
-            coords = np.column_stack([moved[row, :n], pool.z[index, :n]])
-            verdicts, scene, _ = self._judge_valid_layout(item, index, coords)
-            if not verdicts[-1].ok:
-                continue
-            if not np.any(moved[row] != start[row]):  # as in `play`: an unmoved scene is not rendered to judge
-                ok[row] = True
-                continue
-            accepted.append((row, scene if scene is not None else item.scene.with_coords(coords)))
-        if accepted and self.visibility is not None:
-            verdicts = self.visibility.judge_many([scene for _, scene in accepted])
-            accepted = [a for a, verdict in zip(accepted, verdicts, strict=True) if verdict.ok]
-        ok[[row for row, _ in accepted]] = True
-        return ok
-
-    def play(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> list[Outcome]:
-        """Play one move on each of B items: `heads` (B, 10) maps head -> object slot."""
-        indices, start, moved, layout = self._moved_layout(indices, heads, actions)
-        pool = self.pool
-        old = self.old_answers(indices)
-        shifts = moved - start
-        moves_by_row: dict[int, list[tuple[int, float, float]]] = {}
-        rows, objs = np.nonzero(np.any(shifts != 0.0, axis=-1))
-        # Moves are shown and exported: give the grid's displacement (0.6), not the sum's noise (0.6000000000000001).
-        exact = shifts[rows, objs]
-        if self.moves.mode == "displacement":
-            exact = np.round(exact / self.moves.step) * self.moves.step
-        exact = np.round(exact, 10)
-        for row, obj, (dx, dy) in zip(rows.tolist(), objs.tolist(), exact.tolist(), strict=True):
-            moves_by_row.setdefault(row, []).append((obj, dx, dy))
-
-        outcomes: list[Outcome | None] = [None] * len(indices)
-        accepted: list[tuple[int, int, np.ndarray, list[Verdict], Scene | None]] = []
-        for row, (index, ok) in enumerate(zip(indices.tolist(), layout.ok.tolist(), strict=True)):
-            item = pool.items[index]
-            if not ok:
-                reason = layout.reason(row, pool.descriptions[index])
-                outcomes[row] = self._finish(item, [Verdict("boundary", False, reason)], old[row], None,
-                                             moves_by_row.get(row, []))
-                continue
-            if row not in moves_by_row:  # nothing moved: judged once per item, the old answer stands
-                outcomes[row] = self._unmoved_outcome(item, index, old[row])
-                continue
-            n = int(pool.num_objects[index])
-            coords = np.column_stack([moved[row, :n], pool.z[index, :n]])
-            verdicts, scene, _ = self._judge_valid_layout(item, index, coords)
-            if verdicts[-1].ok:
-                accepted.append((row, index, coords, verdicts, scene))
-            else:
-                outcomes[row] = self._finish(item, verdicts, old[row], None, moves_by_row.get(row, []))
-        if accepted and self.visibility is not None:
-            accepted = self._visible(accepted, outcomes, indices, moves_by_row)
-        if not accepted:
-            return outcomes  # type: ignore[return-value]
-
-        # Accepted scenes are built together: one projection for all their objects.
-        pixels = project_to_pixels(np.concatenate([a[2] for a in accepted]))
-        bounds = np.cumsum([0] + [len(a[2]) for a in accepted])
-        to_ask: list[tuple[int, Scene]] = []
-        for k, (row, index, coords, verdicts, scene) in enumerate(accepted):
-            item = pool.items[index]
-            move_list = moves_by_row[row]
-            if scene is None:
-                # Players read coordinates; the relationships lists are built only if the scene is written.
-                scene = item.scene.with_coords(coords, pixel_coords=pixels[bounds[k]:bounds[k + 1]],
-                                               compute_relationships=False)
-            outcomes[row] = Outcome(item.item_id, True, verdicts, item.answer, None, None, 0.0, move_list, scene)
-            to_ask.append((row, scene))
-        if to_ask:
-            queries = self._queries([pool.items[indices[row]] for row, _ in to_ask], [scene for _, scene in to_ask])
-            for (row, scene), answer in zip(to_ask, self.player.answer_batch(queries), strict=True):
-                pending = outcomes[row]
-                outcomes[row] = self._finish(pool.items[indices[row]], pending.verdicts, old[row], answer,
-                                             pending.moves, scene)
-        return outcomes  # type: ignore[return-value]
-
-    def _visible(self, accepted: list, outcomes: list, indices: np.ndarray,
-                 moves_by_row: dict[int, list[tuple[int, float, float]]]) -> list:
-        """The accepted moves whose every object stays visible; the others get their verdict."""
-        scenes = [scene if scene is not None else self.pool.items[index].scene.with_coords(coords)
-                  for _, index, coords, _, scene in accepted]
-        kept = []
-        for (row, index, coords, verdicts, _), scene, verdict in zip(
-                accepted, scenes, self.visibility.judge_many(scenes), strict=True):
-            if verdict.ok:
-                kept.append((row, index, coords, [*verdicts, verdict], scene))
-            else:
-                outcomes[row] = self._finish(self.pool.items[index], [*verdicts, verdict],
-                                             self._old_answers[index], None, moves_by_row.get(row, []))
-        return kept
-
-    def _finish(
-        self,
-        item: Item,
-        verdicts: list[Verdict],
-        old: Answer,
-        new: Answer | None,
-        moves: list[tuple[int, float, float]],
-        scene: Scene | None = None,
-    ) -> Outcome:
-        r = self.rewards
-        valid = new is not None
-        error = old.error or (new.error if new is not None else None)
-        changed = valid and error is None and new.text != old.text
-        dropped = changed and old.text == item.answer
-        if not valid:
-            reward = r.isr
-        elif dropped:
-            reward = r.dr
-        elif changed:
-            reward = r.cr
-        else:
-            # Unchanged, or the player failed to answer: no reward above "nothing changed",
-            # so an adversary never learns to make the player fail instead of flip.
-            reward = r.fr
-        return Outcome(
-            item.item_id, valid, verdicts, item.answer, old.text, new.text if new is not None else None,
-            reward, moves, scene, error, bool(changed), bool(dropped),
-        )
+    def play(self, indices: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> Outcomes:
+        """Play one move on each of B items: judge, ask, score."""
+        judged = self.judge(indices, heads, actions)
+        answers = self.ask(judged)
+        return self.score(judged, answers.old, answers.new)

@@ -31,11 +31,15 @@ def observation_space(pool: ItemPool) -> spaces.Dict:
     })
 
 
-def encode(pool: ItemPool, indices: np.ndarray, heads: np.ndarray) -> dict[str, np.ndarray]:
-    """(B,) items and (B, 10) head -> object slot assignments -> batched observation arrays."""
+def encode(pool: ItemPool, indices: np.ndarray, heads: np.ndarray,
+           xy: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """(B,) items and (B, 10) head -> object slot assignments -> batched observation arrays.
+
+    `xy` (B, 10, 2) gives the objects other positions than the pool's (a moved scene).
+    """
     rows = np.arange(len(indices))[:, None]
     objects = np.empty((len(indices), MAX_OBJECTS, OBJECT_FEATURES), dtype=np.float32)
-    slot_xy = pool.xy[indices][rows, heads]
+    slot_xy = (pool.xy[indices] if xy is None else xy)[rows, heads]
     view = np.matmul(slot_xy, pool.view_axes[indices].transpose(0, 2, 1)) / BOUND
     present = pool.present[indices][rows, heads]
     objects[..., 0:2] = np.where(present[..., None], view, 0.0)

@@ -23,8 +23,6 @@ argument: the VQA player is the second agent.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,32 +32,16 @@ from pettingzoo import AECEnv
 from clevr_game.errors import InputError
 from clevr_game.vocab import CLEVR_POC
 from envs.defaults import default_items
-from envs.game import Game, Outcome, Rewards
-from envs.items import MAX_OBJECTS, Item, ItemPool, ItemsLike
+from envs.game import Game, Judged, Outcome, Rewards
+from envs.items import MAX_OBJECTS, ItemPool, ItemsLike
 from envs.moves import ACTION_DIMS, DEFAULT_STEP, NUM_BINS, MoveSpace, action_space, random_heads
 from envs.observation import encode, observation_space
-from players.protocol import Answer, Player, Query
+from players.protocol import Answer
 
 ADVERSARY = "adversary"
 VQA_PLAYER = "vqa_player"
 ANSWER_VALUES: tuple[str, ...] = CLEVR_POC.answer_values
 """The VQA player's actions: CLEVR-POC's answer list extends CLEVR's and is the state players' output order."""
-
-
-class _TrueAnswers(Player):
-    """Stands in for the VQA player inside the game's referee: it answers every query with the true answer.
-
-    The game then judges moves and keeps its per-item caches as usual; the learning
-    player's answer is put in afterwards (see `TwoPlayerEnv._answer`).
-    """
-
-    name = "true-answers"
-
-    def __init__(self, items: Sequence[Item]):
-        self._answers = {it.item_id: it.answer for it in items}
-
-    def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
-        return [Answer(q.item_id, self._answers[q.item_id]) for q in queries]
 
 
 class TwoPlayerEnv(AECEnv):
@@ -88,7 +70,8 @@ class TwoPlayerEnv(AECEnv):
             raise InputError(f"two-player env: item {unknown.item_id}: answer {unknown.answer!r} is not an answer value")
         if rounds < 1:
             raise InputError(f"two-player env: rounds must be at least 1, got {rounds}")
-        self.game = Game(pool, _TrueAnswers(pool.items), moves=MoveSpace(mode, step), rewards=rewards or Rewards())
+        # No player inside the game: the learning VQA player's answer is scored directly.
+        self.game = Game(pool, None, moves=MoveSpace(mode, step), rewards=rewards or Rewards())
         self.rounds = rounds
         self.right, self.wrong = right, wrong
         self.possible_agents = [ADVERSARY, VQA_PLAYER]
@@ -102,7 +85,7 @@ class TwoPlayerEnv(AECEnv):
         self._index = 0
         self._round = 0
         self._heads = np.arange(MAX_OBJECTS)
-        self._pending: Outcome | None = None
+        self._pending: Judged | None = None
         self._observations: dict[str, dict[str, np.ndarray]] = {}
         self.agents: list[str] = []
 
@@ -182,35 +165,35 @@ class TwoPlayerEnv(AECEnv):
         bins = np.asarray(action, dtype=np.int64).reshape(-1)
         if bins.shape != (ACTION_DIMS,) or bins.min() < 0 or bins.max() >= NUM_BINS:
             raise InputError(f"adversary action must be {ACTION_DIMS} bins in 0..{NUM_BINS - 1}, got {action!r}")
-        outcome = self.game.play(np.array([self._index]), self._heads[None], bins[None])[0]
-        if not outcome.valid:
+        judged = self.game.judge(np.array([self._index]), self._heads[None], bins[None])
+        item = self.pool.items[self._index]
+        if not judged.valid[0]:
+            outcome = self.game.score(judged, [self._truth()], [None])[0]
             self.rewards[ADVERSARY] = outcome.reward  # isr; the VQA player gets nothing and no turn
             self._set_infos(outcome)
             self._end_round()
             return
-        self._pending = outcome
-        item = self.pool.items[self._index]
-        moved = ItemPool([dataclasses.replace(item, scene=outcome.new_scene)], self.pool.words,
-                         self.pool.question_tokens.shape[1])
-        self._observations[VQA_PLAYER] = _first(encode(moved, np.array([0]), self._scene_order))
-        self.infos[ADVERSARY] = {"item_id": item.item_id, "valid": True, "moves": outcome.moves}
+        self._pending = judged
+        self._observations[VQA_PLAYER] = _first(encode(self.pool, judged.indices, self._scene_order, judged.moved))
+        self.infos[ADVERSARY] = {"item_id": item.item_id, "valid": True, "moves": judged.moves(0)}
         self.agent_selection = VQA_PLAYER
 
     def _answer(self, action: Any) -> None:
         choice = int(action)
         if not 0 <= choice < len(ANSWER_VALUES):
             raise InputError(f"vqa_player action must be in 0..{len(ANSWER_VALUES) - 1}, got {action!r}")
-        pending, item = self._pending, self.pool.items[self._index]
-        assert pending is not None, "the VQA player answers only after a valid move"
-        # The game's own reward rule, with the learning player's answer as the new one.
-        outcome = self.game._finish(
-            item, pending.verdicts, Answer(item.item_id, item.answer), Answer(item.item_id, ANSWER_VALUES[choice]),
-            pending.moves, pending.new_scene,
-        )
+        judged, item = self._pending, self.pool.items[self._index]
+        assert judged is not None, "the VQA player answers only after a valid move"
+        # The game's own reward rule, with the true answer as the old one and the learning player's as the new.
+        outcome = self.game.score(judged, [self._truth()], [Answer(item.item_id, ANSWER_VALUES[choice])])[0]
         self.rewards[ADVERSARY] = outcome.reward
         self.rewards[VQA_PLAYER] = self.right if outcome.new_answer == item.answer else self.wrong
         self._set_infos(outcome)
         self._end_round()
+
+    def _truth(self) -> Answer:
+        item = self.pool.items[self._index]
+        return Answer(item.item_id, item.answer)
 
     def _set_infos(self, outcome: Outcome) -> None:
         info = outcome.info()

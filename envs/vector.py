@@ -4,24 +4,39 @@
 episode is one step long, so each step ends all N episodes and starts N new ones):
 the observation returned by `step` is already the next episode's, the finished
 episodes' observations and outcomes are in `infos["final_obs"]` and
-`infos["final_info"]`. `Sb3VecEnv` adapts it to stable-baselines3's VecEnv.
+`infos["final_info"]`. `agents.sb3_vec_env.Sb3VecEnv` adapts it to
+stable-baselines3's VecEnv.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from stable_baselines3.common.vec_env import VecEnv
 
 from envs.defaults import PlayerLike, default_items, default_player
-from envs.game import Game, Outcome, Rewards
+from envs.game import Game, Outcomes, Rewards
 from envs.items import MAX_OBJECTS, ItemPool, ItemsLike
 from envs.moves import DEFAULT_STEP, MoveSpace, action_space, random_heads
 from envs.observation import encode, observation_space
+
+
+@dataclass(frozen=True)
+class Episodes:
+    """The episodes a vector env is running: what an observation is of.
+
+    `items` (N,) are pool indices, `heads` (N, 10) the head -> object slot
+    assignments and `observation` the batched observation of these episodes. An
+    adversary that keeps per-item features (agents.features) looks them up by
+    items and heads; one whose features change reads the observation.
+    """
+
+    items: np.ndarray
+    heads: np.ndarray
+    observation: dict[str, np.ndarray]
 
 
 class AdversarialVectorEnv(VectorEnv):
@@ -86,14 +101,9 @@ class AdversarialVectorEnv(VectorEnv):
         return self._obs
 
     @property
-    def current_items(self) -> np.ndarray:
-        """(N,) pool indices of the episodes now running."""
-        return self._indices
-
-    @property
-    def current_heads(self) -> np.ndarray:
-        """(N, 10) head -> object slot assignments of the episodes now running."""
-        return self._heads
+    def episodes(self) -> Episodes:
+        """The episodes now running (copies: the next step starts new ones)."""
+        return Episodes(self._indices.copy(), self._heads.copy(), self._obs)
 
     def get_state(self) -> dict:
         """Everything that decides the next episodes, for a checkpoint."""
@@ -115,93 +125,30 @@ class AdversarialVectorEnv(VectorEnv):
         obs = self._start_episodes()
         return obs, {"item_index": self._indices.copy()}
 
-    def play(self, actions: np.ndarray) -> list[Outcome]:
+    def play(self, actions: np.ndarray) -> Outcomes:
         """The current episodes' outcomes, without starting new ones."""
         return self.game.play(self._indices, self._heads, np.asarray(actions, dtype=np.int64))
 
     def step(self, actions: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, dict]:
         final_obs = self._obs
         outcomes = self.play(actions)
-        table = np.array([(o.reward, o.valid, o.changed, o.dropped) for o in outcomes], dtype=np.float64)
-        outcome_array = np.empty(len(outcomes), dtype=object)
-        outcome_array[:] = outcomes
         done = np.ones(self.num_envs, dtype=bool)
         finished = self._indices.copy()
         obs = self._start_episodes()
         infos = {
             "final_obs": final_obs,
             "final_info": {
-                "outcome": outcome_array,
-                "valid": table[:, 1] > 0,
-                "changed": table[:, 2] > 0,
-                "dropped": table[:, 3] > 0,
+                "outcome": outcomes,  # an Outcome per episode, built when read
+                "valid": outcomes.valid,
+                "changed": outcomes.changed,
+                "dropped": outcomes.dropped,
                 "item_index": finished,
             },
         }
-        rewards = table[:, 0]
-        return obs, rewards, done, np.zeros(self.num_envs, dtype=bool), infos
+        return obs, outcomes.rewards, done, np.zeros(self.num_envs, dtype=bool), infos
 
     def close_extras(self, **kwargs: Any) -> None:
         # A player passed in belongs to the caller, who closes it; one made from a spec is ours.
         if self._owns_player:
             self.game.player.close()
             self._owns_player = False
-
-
-class Sb3VecEnv(VecEnv):
-    """stable-baselines3's VecEnv over an AdversarialVectorEnv (one Python call per batch)."""
-
-    def __init__(self, vector_env: AdversarialVectorEnv):
-        self.vector_env = vector_env
-        super().__init__(vector_env.num_envs, vector_env.single_observation_space,
-                         vector_env.single_action_space)
-        self._actions: np.ndarray | None = None
-        self.last_outcomes: list[Outcome] = []
-
-    def reset(self) -> dict[str, np.ndarray]:
-        seed = self._seeds[0] if self._seeds else None
-        obs, _ = self.vector_env.reset(seed=seed)
-        self._seeds = []
-        return obs
-
-    def step_async(self, actions: np.ndarray) -> None:
-        self._actions = actions
-
-    def step_wait(self) -> tuple[dict, np.ndarray, np.ndarray, list[dict]]:
-        obs, rewards, done, _, infos = self.vector_env.step(self._actions)
-        outcomes = infos["final_info"]["outcome"]
-        self.last_outcomes = list(outcomes)
-        final = infos["final_obs"]
-        episode_infos = [
-            {
-                "terminal_observation": {k: v[i] for k, v in final.items()},
-                "TimeLimit.truncated": False,
-                "episode": {"r": outcomes[i].reward, "l": 1, "t": 0.0},
-                "valid": outcomes[i].valid,
-                "changed": outcomes[i].changed,
-                "dropped": outcomes[i].dropped,
-            }
-            for i in range(self.num_envs)
-        ]
-        return obs, rewards.astype(np.float32), done, episode_infos
-
-    def close(self) -> None:
-        self.vector_env.close()
-
-    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-        return [getattr(self.vector_env, attr_name)] * len(self._indices(indices))
-
-    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
-        setattr(self.vector_env, attr_name, value)
-
-    def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
-        result = getattr(self.vector_env, method_name)(*args, **kwargs)
-        return [result] * len(self._indices(indices))
-
-    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
-        return [False] * len(self._indices(indices))
-
-    def _indices(self, indices: Any) -> Sequence[int]:
-        if indices is None:
-            return range(self.num_envs)
-        return [indices] if isinstance(indices, int) else list(indices)

@@ -59,7 +59,7 @@ class PlayerGuard(Player):
 
     `max_failures` failed answers among the last `window` queries raise PlayerGaveUp
     (None: never give up). Attributes other than the protocol's come from the
-    wrapped player, so a pixel player's image size and preset are still seen.
+    wrapped player.
     """
 
     def __init__(self, player: Player, *, max_failures: int | None = DEFAULT_MAX_FAILURES,
@@ -71,6 +71,7 @@ class PlayerGuard(Player):
         self.player = player
         self.name = player.name
         self.needs = player.needs
+        self.image_spec = player.image_spec
         self.max_failures = max_failures
         self.window = window
         self._recent: deque[bool] = deque()
@@ -80,7 +81,7 @@ class PlayerGuard(Player):
         self._first_error: str | None = None
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes this wrapper lacks (image_size, render_preset, ...).
+        # Only reached for attributes this wrapper lacks (a player's own extras).
         if name == "player":
             raise AttributeError(name)
         return getattr(self.player, name)

@@ -19,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
 
+from clevr_game.errors import InputError
 from clevr_game.programs import Program, program_to_json
 from clevr_game.scene import Scene
 from clevr_game.vocab import CLEVR, CLEVR_POC, Vocabulary
@@ -110,16 +111,51 @@ class Answer:
         return cls(item_id, None, one_line(error))
 
 
+@dataclass(frozen=True)
+class ImageSpec:
+    """Render preset and image size of a pixel player."""
+
+    preset: str = "fast"
+    width: int = 128
+    height: int = 96
+
+    def checked(self) -> ImageSpec:
+        """This spec, or InputError for an unknown preset or a bad size (the renderer's own checks)."""
+        from clevr_game.render.presets import get_preset
+
+        get_preset(self.preset, self.width, self.height)
+        return self
+
+    @property
+    def label(self) -> str:
+        return f"{self.preset}-{self.width}x{self.height}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> ImageSpec:
+        if not isinstance(data, dict):
+            raise InputError(f"{source}: field 'image' must be a dict with preset, width and height")
+        try:
+            return cls(str(data["preset"]), int(data["width"]), int(data["height"]))
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{source}: field 'image' needs preset, width and height, got {data!r}") from None
+
+
 class Player(ABC):
     """A Visual-QA player seen only through `answer_batch`.
 
-    Subclasses set `name` and `needs` (a subset of KNOWN_NEEDS). `answer_batch` must
-    return exactly one Answer per query, in order, and must not raise for a fault of
-    the model: faults are error answers.
+    Subclasses set `name` and `needs` (a subset of KNOWN_NEEDS); a player that
+    needs images sets `image_spec`, the render preset and size it reads (the game
+    renders what it is shown with it). `answer_batch` must return exactly one
+    Answer per query, in order, and must not raise for a fault of the model:
+    faults are error answers.
     """
 
     name: str = "player"
     needs: frozenset[str] = frozenset()
+    image_spec: ImageSpec | None = None
 
     @abstractmethod
     def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:

@@ -16,6 +16,7 @@ from agents.evaluation import evaluate, random_actions, scores
 from agents.features import FeatureCache, RelationalFeatures
 from agents.policy import AdversaryPolicy
 from agents.pretrained import word_map
+from agents.sb3_vec_env import Sb3VecEnv
 from agents.search import SearchAdversary
 from clevr_game.generate import generate_dataset
 from clevr_game.programs import execute_scene
@@ -23,7 +24,7 @@ from clevr_game.text import default_word_vocabulary
 from envs.game import Game
 from envs.items import ItemPool, load_items
 from envs.moves import STAY_BIN
-from envs.vector import AdversarialVectorEnv, Sb3VecEnv
+from envs.vector import AdversarialVectorEnv
 from players.oracle import OraclePlayer
 from players.protocol import Answer, Player, Query
 from players.state.checkpoint import player_file_from, save_player_file

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from agents.sb3_vec_env import Sb3VecEnv
 from clevr_game.layout import BOUND
 from envs import ENV_ID
 from envs.adversarial import AdversarialSceneEnv
@@ -17,7 +18,7 @@ from envs.items import ItemPool, clevr_items, load_items
 from envs.minigames import MiniGames, split_minigames
 from envs.moves import STAY_BIN, MoveSpace
 from envs.play import play_moves, summarise
-from envs.vector import AdversarialVectorEnv, Sb3VecEnv
+from envs.vector import AdversarialVectorEnv
 from players.oracle import OraclePlayer
 from players.protocol import Answer, Player, Query
 
@@ -323,7 +324,7 @@ def test_clevr_poc_items_are_refereed_by_their_environment(tmp_path):
     pool = ItemPool(items)
     player = ScriptedPlayer(lambda q: "metal")
     game = Game(pool, player)
-    rules = game.asp.rules
+    rules = game.referee.asp.rules
     assert isinstance(rules, PocRules)
     verdict_kinds = set()
     for index, item in enumerate(items):

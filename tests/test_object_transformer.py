@@ -208,7 +208,7 @@ def test_init_takes_a_state_transformer_only(train_data: Path, tmp_path: Path,
 
 def test_loads_by_name_and_answers_a_batch_like_one_query_at_a_time(trained: Path, heldout_data: Path) -> None:
     with players.load("object-transformer", path=str(trained), batch_size=16) as player:
-        assert player.needs == frozenset({"image"}) and player.image_size == (128, 96)
+        assert player.needs == frozenset({"image"}) and player.image_spec == ImageSpec("fast", 128, 96)
         queries = _queries(heldout_data, 40)
         together = player.answer_batch(queries)
         assert all(a.ok and a.text in CLEVR.answer_values for a in together)

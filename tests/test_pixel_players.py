@@ -228,7 +228,7 @@ def test_networks_give_one_logit_row_per_question_and_ignore_padding(train_data:
 def test_a_batch_answers_like_one_query_at_a_time(tmp_path: Path, heldout_data: Path, player_class: type,
                                                    kind: str, config: dict) -> None:
     player = player_class(_untrained_file(tmp_path, kind, config), batch_size=7)
-    assert player.render_preset == "fast" and player.image_size == (64, 48)
+    assert player.image_spec == ImageSpec("fast", 64, 48)
     queries = _image_queries(heldout_data, 20)
     together = player.answer_batch(queries)
     assert [a.item_id for a in together] == [q.item_id for q in queries]
@@ -412,7 +412,7 @@ def test_shipped_players_load_by_name_and_match_their_model_card(name: str, ship
     from players.pixel.evaluation import evaluate_image_player
 
     with players.load(name) as player:
-        assert player.render_preset == "fast"
+        assert player.image_spec.preset == "fast"
         result = evaluate_image_player(player, shipped_data)  # renders with the player's own preset and size
     card = load_player_file(shipped_path(f"{name}.pt")).info["heldout"]["accuracy"]
     assert result.errors == 0

@@ -326,7 +326,7 @@ def test_the_neuro_symbolic_player_perceives_renders_and_loads_by_name(rendered,
                                 images=12, steps=5, batch_size=4, eval_limit=12, log=lambda line: None)
     assert 0.0 <= info["scene_accuracy"] <= 1.0 and info["perception_steps"] == 5
     player = load("poc-neuro-symbolic", path=out)
-    assert player.render_preset == "fast" and player.image_size == (128, 96)
+    assert (player.image_spec.preset, player.image_spec.width, player.image_spec.height) == ("fast", 128, 96)
     game = Game(ItemPool(items[:4]), player)  # the game renders what the player sees
     answers = game.old_answers(range(4))
     assert all(a.ok for a in answers), [a.error for a in answers]

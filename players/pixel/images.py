@@ -16,49 +16,18 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from clevr_game.dataset import dataset_files
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene, load_scenes, new_file_mode
+from players.protocol import (
+    ImageSpec as ImageSpec,  # its home is the protocol; pixel code imports it here
+)
 
 STACK_FILE = "stack.npy"
-
-
-@dataclass(frozen=True)
-class ImageSpec:
-    """Render preset and image size of a pixel player."""
-
-    preset: str = "fast"
-    width: int = 128
-    height: int = 96
-
-    def checked(self) -> ImageSpec:
-        """This spec, or InputError for an unknown preset or a bad size (the renderer's own checks)."""
-        from clevr_game.render.presets import get_preset
-
-        get_preset(self.preset, self.width, self.height)
-        return self
-
-    @property
-    def label(self) -> str:
-        return f"{self.preset}-{self.width}x{self.height}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str) -> ImageSpec:
-        if not isinstance(data, dict):
-            raise InputError(f"{source}: field 'image' must be a dict with preset, width and height")
-        try:
-            return cls(str(data["preset"]), int(data["width"]), int(data["height"]))
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{source}: field 'image' needs preset, width and height, got {data!r}") from None
 
 
 def parse_image_size(text: str) -> tuple[int, int]:

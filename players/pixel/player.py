@@ -7,7 +7,7 @@
   question into a program and executes it on the perceived scene.
 
 Each loads a pixel player file (by default the one shipped in
-`players/weights/`), whose image spec (`render_preset`, `image_size`) says how
+`players/weights/`), whose image spec (`image_spec`: preset and size) says how
 the game must render the images it is shown; an image of another size is
 resized. A missing or unreadable image gives an error answer for that query
 only. Images are read and answered `batch_size` at a time.
@@ -45,16 +45,6 @@ class PixelPlayer(LearnedPlayer):
     @property
     def image_spec(self) -> ImageSpec:
         return self.file.image
-
-    @property
-    def render_preset(self) -> str:
-        """The render preset the player was trained on; show it images rendered with this preset."""
-        return self.file.image.preset
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        """(width, height) of the images the player reads."""
-        return self.file.image.width, self.file.image.height
 
     def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
         answers: list[Answer | None] = [None] * len(queries)

@@ -140,14 +140,6 @@ class PocNeuroSymbolicPlayer(PocStateNeuroSymbolicPlayer):
     def image_spec(self) -> ImageSpec:
         return self.spec
 
-    @property
-    def render_preset(self) -> str:
-        return self.spec.preset
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self.spec.width, self.spec.height
-
     def visible_scenes(self, queries: Sequence[Query]) -> list[Scene | None]:
         scenes: list[Scene | None] = [None] * len(queries)
         readable, images = [], []
