@@ -39,7 +39,7 @@ from clevr_game.errors import InputError
 from clevr_game.scene import Scene, project_to_pixels
 from envs.items import Item, ItemPool
 from envs.moves import MoveSpace
-from players.protocol import NEED_IMAGE, Answer, Player, Query
+from players.protocol import NEED_IMAGE, NEED_PROGRAM, NEED_SCENE, Answer, Player, Query
 
 VISIBILITY_COUNTERS = ("geometric", "index")
 """How Game.visibility counts an object's pixels: ray casting in numpy, or Blender's object-index pass."""
@@ -180,15 +180,20 @@ class Outcomes(Sequence[Outcome]):
 
     def __init__(self, judged: Judged, old: Sequence[Answer], new: Sequence[Answer | None], rewards: Rewards):
         self.judged, self.old, self.new = judged, list(old), list(new)
-        self.valid = np.array([a is not None for a in self.new], dtype=bool)
-        self.errors: list[str | None] = [
-            o.error or (n.error if n is not None else None) for o, n in zip(self.old, self.new, strict=True)]
-        answered = self.valid & np.array([e is None for e in self.errors], dtype=bool)
-        old_text = [a.text for a in self.old]
-        new_text = [a.text if a is not None else None for a in self.new]
-        truth = [item.answer for item in judged.items]
-        self.changed = answered & np.array([n != o for n, o in zip(new_text, old_text, strict=True)], dtype=bool)
-        self.dropped = self.changed & np.array([o == t for o, t in zip(old_text, truth, strict=True)], dtype=bool)
+        count = len(self.new)
+        self.valid = np.zeros(count, dtype=bool)
+        self.changed = np.zeros(count, dtype=bool)
+        self.dropped = np.zeros(count, dtype=bool)
+        self.errors: list[str | None] = [o.error for o in self.old]
+        for row, (o, n, item) in enumerate(zip(self.old, self.new, judged.items, strict=True)):
+            if n is None:
+                continue
+            self.valid[row] = True
+            if n.error is not None and self.errors[row] is None:
+                self.errors[row] = n.error
+            if self.errors[row] is None and n.text != o.text:
+                self.changed[row] = True
+                self.dropped[row] = o.text == item.answer
         # Unchanged, or the player failed to answer: no reward above "nothing changed",
         # so an adversary never learns to make the player fail instead of flip.
         self.rewards = np.select([~self.valid, self.dropped, self.changed], [rewards.isr, rewards.dr, rewards.cr],
@@ -327,8 +332,9 @@ class Game:
         tries in all; only then does its failure stand for the run, so one transient
         fault is not repeated on every episode of the item.
         """
-        keys = [int(i) for i in indices]
-        missing = sorted(set(keys) - self._old_answers.keys())
+        keys = indices.tolist() if isinstance(indices, np.ndarray) else [int(i) for i in indices]
+        cached = self._old_answers
+        missing = sorted({i for i in keys if i not in cached})
         while missing:
             items = [self.pool.items[i] for i in missing]
             answers = self.player.answer_batch(self._queries(items, [it.scene for it in items]))
@@ -337,7 +343,7 @@ class Game:
                 if answer.ok or self._old_attempts[index] >= self.old_answer_attempts:
                     self._old_answers[index] = answer
             missing = [i for i in missing if i not in self._old_answers]
-        return [self._old_answers[i] for i in keys]
+        return [cached[i] for i in keys]
 
     def adopt_old_answers(self, other: Game) -> None:
         """Take over `other`'s successful unmoved answers for the items both pools hold."""
@@ -349,13 +355,16 @@ class Game:
 
     def _queries(self, items: list[Item], scenes: list[Scene]) -> list[Query]:
         """Queries restricted to what the player needs; images rendered (and cached) only for pixel players."""
+        needs = self.player.needs
         paths: list[str | None] = [None] * len(scenes)
-        if NEED_IMAGE in self.player.needs:
+        if NEED_IMAGE in needs:
             paths = [str(p) for p in self._images(scenes)]
+        # Built as `Query(...).restricted_to(needs)` would make them, without the copy (a hot path).
+        sees_scene, sees_program = NEED_SCENE in needs, NEED_PROGRAM in needs
         return [
-            Query(item.item_id, item.question, scene=scene, image_path=path, program=item.program,
-                  vocabulary=scene.vocabulary,
-                  environment=item.extra.get("environment_text")).restricted_to(self.player.needs)
+            Query(item.item_id, item.question, scene=scene if sees_scene else None, image_path=path,
+                  program=item.program if sees_program else None, vocabulary=scene.vocabulary,
+                  environment=item.extra.get("environment_text"))
             for item, scene, path in zip(items, scenes, paths, strict=True)
         ]
 

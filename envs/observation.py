@@ -9,6 +9,8 @@ question: (48,) float32 word ids of `clevr_game.text` (0 pads, 1 is unknown).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 from gymnasium import spaces
 
@@ -37,12 +39,34 @@ def encode(pool: ItemPool, indices: np.ndarray, heads: np.ndarray,
 
     `xy` (B, 10, 2) gives the objects other positions than the pool's (a moved scene).
     """
+    indices = np.asarray(indices)
+    if xy is None:
+        # The unmoved case (every step of the vector env): one gather from the pool's table.
+        objects, questions = _pool_tables(pool)
+        return {"objects": objects[indices[:, None], heads], "question": questions[indices]}
     rows = np.arange(len(indices))[:, None]
     objects = np.empty((len(indices), MAX_OBJECTS, OBJECT_FEATURES), dtype=np.float32)
-    slot_xy = (pool.xy[indices] if xy is None else xy)[rows, heads]
-    view = np.matmul(slot_xy, pool.view_axes[indices].transpose(0, 2, 1)) / BOUND
-    present = pool.present[indices][rows, heads]
+    _fill(objects, xy[rows, heads], pool.view_axes[indices], pool.present[indices][rows, heads],
+          pool.attributes[indices][rows, heads])
+    return {"objects": objects, "question": pool.question_tokens[indices].astype(np.float32)}
+
+
+_TABLES: weakref.WeakKeyDictionary[ItemPool, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def _pool_tables(pool: ItemPool) -> tuple[np.ndarray, np.ndarray]:
+    """Every item's objects in scene order (I, 10, 7) and question (I, 48), as float32, made once per pool."""
+    tables = _TABLES.get(pool)
+    if tables is None:
+        objects = np.empty((len(pool), MAX_OBJECTS, OBJECT_FEATURES), dtype=np.float32)
+        _fill(objects, pool.xy, pool.view_axes, pool.present, pool.attributes)
+        tables = _TABLES[pool] = (objects, pool.question_tokens.astype(np.float32))
+    return tables
+
+
+def _fill(objects: np.ndarray, xy: np.ndarray, view_axes: np.ndarray, present: np.ndarray,
+          attributes: np.ndarray) -> None:
+    view = np.matmul(xy, view_axes.transpose(0, 2, 1)) / BOUND
     objects[..., 0:2] = np.where(present[..., None], view, 0.0)
     objects[..., 2] = present
-    objects[..., 3:] = np.where(present[..., None], pool.attributes[indices][rows, heads], 0)
-    return {"objects": objects, "question": pool.question_tokens[indices].astype(np.float32)}
+    objects[..., 3:] = np.where(present[..., None], attributes, 0)
