@@ -8,14 +8,14 @@ adversary on the same items with the same number of samples.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from clevr_game.atomic import atomic_path, open_atomic, write_json_atomic
 from clevr_game.errors import InputError, RunFailed
-from clevr_game.scene import read_json, write_json_atomic
+from clevr_game.scene import read_json
 from players.guard import (
     DEFAULT_FAILURE_WINDOW,
     DEFAULT_MAX_ERROR_RATE,
@@ -94,10 +94,9 @@ def _learning_curve_png(history: Any, path: Path) -> None:
     bottom.set_xlabel("env steps")
     bottom.legend()
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def run_attack(options: AttackOptions) -> dict:
@@ -320,14 +319,12 @@ def _write_manipulations(results: list, path: Path) -> None:
 
     from clevr_game.export import manipulation_record
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with open_atomic(path) as handle:
         for result in results:
             for o in result.valid_moves:
                 record = manipulation_record(o.item_id, o.moves, o.old_answer, o.new_answer, o.true_answer,
                                              o.changed, o.dropped, o.new_scene)
                 handle.write(json.dumps(record) + "\n")
-    os.replace(tmp, path)
 
 
 def _tensorboard(folder: Path) -> Any:

@@ -17,14 +17,13 @@ The experiment folder EXP holds every step, and a rerun skips the steps already 
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from clevr_game.atomic import write_json_atomic, write_text_atomic
 from clevr_game.errors import ClevrGameError, InputError
-from clevr_game.scene import write_json_atomic
 
 HELDOUT_SCENES = 100
 HELDOUT_QUESTIONS_PER_SCENE = 5
@@ -267,12 +266,6 @@ def _markdown(options: AdversarialTrainingOptions, rows: list[dict], export_ques
     return "\n".join(lines) + "\n"
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def run_adversarial_training(options: AdversarialTrainingOptions) -> Path:
     """Run (or resume) the whole experiment; returns the path of EXP/report.md."""
     import torch
@@ -297,5 +290,5 @@ def run_adversarial_training(options: AdversarialTrainingOptions) -> Path:
         "options": asdict(options), "export_questions": export_questions, "heldout": heldout, "rows": rows,
     }, indent=1)
     report = options.folder / REPORT_FILE
-    _write_text_atomic(report, _markdown(options, rows, export_questions, heldout))
+    write_text_atomic(report, _markdown(options, rows, export_questions, heldout))
     return report

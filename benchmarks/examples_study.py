@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from clevr_game.atomic import atomic_path, write_text_atomic
 from clevr_game.errors import InputError
-from clevr_game.scene import write_text_atomic
 
 RESULTS_FILE = "study.jsonl"
 REPORT_FILE = "report.md"
@@ -360,10 +360,9 @@ def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
     ax.set_ylabel("accuracy on unseen placements")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=100)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path:

@@ -12,7 +12,6 @@ report says so.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import textwrap
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clevr_game.atomic import atomic_path
 from clevr_game.scene import CAMERA_MATRIX_WORLD, Scene, project_to_pixels
 from clevr_game.vocab import COLOR_RGB
 
@@ -237,7 +237,6 @@ def _plt():
 
 
 def _save(fig, path: Path, dpi: int = 100) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=dpi)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi)
     _plt().close(fig)
-    os.replace(tmp, path)

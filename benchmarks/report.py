@@ -30,6 +30,7 @@ from benchmarks import table2
 from benchmarks.gallery import GALLERY_SIZE, SCHEMATIC, Candidate, draw_gallery, pick
 from benchmarks.runner import read_trials
 from benchmarks.stats import breakdown, table
+from clevr_game.atomic import atomic_path, write_text_atomic
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene, parse_scene
 
@@ -104,13 +105,13 @@ def build_report(results: str | os.PathLike[str], *, gallery_preset: str = "fast
     ok = [r for r in records if "error" not in r]
     failed = [r for r in records if "error" in r]
     rows = table(ok)
-    _write(folder / "table.json", _json(rows))
+    write_text_atomic(folder / "table.json", _json(rows))
     runs = _runs(folder, ok)
     item_rows = _item_rows(ok, runs)
     by_family, by_kind = breakdown(item_rows, "family"), breakdown(item_rows, "kind")
-    _write(folder / "families.json", _json({"family": by_family, "kind": by_kind}))
+    write_text_atomic(folder / "families.json", _json({"family": by_family, "kind": by_kind}))
     answers = table2.answers(ok, item_rows)
-    _write(folder / "table2.json", _json(answers))
+    write_text_atomic(folder / "table2.json", _json(answers))
     parts = _Parts(rows=rows, failed=failed, family_rows=by_family, kind_rows=by_kind, answers=answers,
                    unlabelled_items=sum(r["family"] == "unknown" for r in item_rows),
                    records_without_items=sum("item_results" not in r and r["trial"] not in
@@ -127,8 +128,8 @@ def build_report(results: str | os.PathLike[str], *, gallery_preset: str = "fast
     if by_family:
         family_plot(by_family, by_kind, folder / "families.png")
     parts.gallery, parts.gallery_note = _gallery(folder, runs, rows, gallery_preset)
-    _write(folder / "report.md", _markdown(parts))
-    _write(folder / "report.html", _html(parts))
+    write_text_atomic(folder / "report.md", _markdown(parts))
+    write_text_atomic(folder / "report.html", _html(parts))
     return folder / "report.md", folder / "report.html"
 
 
@@ -147,12 +148,6 @@ class _Parts:
     curve_text: list[str] = field(default_factory=list)
     gallery: list[dict] = field(default_factory=list)
     gallery_note: str | None = None
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _json(data: Any) -> str:
@@ -175,7 +170,7 @@ def _gallery(folder: Path, runs: list[_Run], rows: list[dict], preset: str) -> t
     entries, note = draw_gallery(pick(_candidates(runs, rows), one_per_player=True), folder, preset)
     if entries and note is None and preset != SCHEMATIC:
         note = f"Rendered with the `{preset}` preset of the game's Blender renderer."
-    _write(folder / GALLERY_FILE, _json({"entries": entries, "note": note}))
+    write_text_atomic(folder / GALLERY_FILE, _json({"entries": entries, "note": note}))
     return entries, note
 
 
@@ -333,11 +328,10 @@ def _plt():
 
 
 def _save(fig, path: Path) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    # No software stamp: the same trials give the same bytes, whatever matplotlib wrote them.
-    fig.savefig(tmp, dpi=100, metadata={"Software": None})
+    with atomic_path(path) as tmp:
+        # No software stamp: the same trials give the same bytes, whatever matplotlib wrote them.
+        fig.savefig(tmp, dpi=100, metadata={"Software": None})
     _plt().close(fig)
-    os.replace(tmp, path)
 
 
 _ADVERSARIES = ("trained", "trained-pixel", "random", "random-valid", "search")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.trials import Plan, prepare_minigames, run_trial, same_trial
+from clevr_game.atomic import open_atomic
 
 TRIALS_FILE = "trials.jsonl"
 
@@ -71,15 +72,9 @@ def read_trials(results: str | os.PathLike[str]) -> dict[str, dict]:
 
 
 def write_trials(results: str | os.PathLike[str], records: dict[str, dict]) -> None:
-    path = Path(results) / TRIALS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with open_atomic(Path(results) / TRIALS_FILE, durable=True) as handle:
         for trial_id in sorted(records):
             handle.write(json.dumps(records[trial_id], sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def pending_trials(plan: Plan) -> list[dict[str, Any]]:

@@ -29,18 +29,16 @@ defined (scene, question) pair, scene by scene, as CLEVR does) and
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from clevr_game.atomic import open_atomic, write_json_atomic
 from clevr_game.errors import InputError, RunFailed
 from clevr_game.layout import judge_batch
 from clevr_game.programs import (
@@ -59,7 +57,6 @@ from clevr_game.scene import (
     Scene,
     SceneObject,
     project_to_pixels,
-    write_json_atomic,
 )
 from clevr_game.vocab import ATTRIBUTES, CLEVR, RELATIONS
 
@@ -400,24 +397,6 @@ def choose_questions(candidates: list[Instance], base: BaseObjects, coords: np.n
 # ------------------------------------------------------------------ files
 
 
-@contextmanager
-def _atomic_text(path: Path) -> Iterator[IO[str]]:
-    """A file written through a temporary and a rename (as `scene.write_text_atomic`), for output too big for one string."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def image_filename(index: int) -> str:
     return f"CLEVR_{SPLIT}_{index:06d}.png"
 
@@ -447,7 +426,7 @@ def write_scenes(path: Path, base: BaseObjects, coords: np.ndarray, info: dict[s
     masks = relation_masks(coords).tolist()
     directions = {k: list(v) for k, v in DEFAULT_DIRECTIONS.items()}
     fixed = [{"color": o.color, "size": o.size, "rotation": o.rotation, "shape": o.shape} for o in base.objects]
-    with _atomic_text(path) as handle:
+    with open_atomic(path) as handle:
         handle.write(f'{{"info": {json.dumps(info)}, "scenes": [')
         for index, (row, pixel_row, mask_row) in enumerate(zip(coords.tolist(), pixels, masks, strict=True)):
             objects = [{**fixed[i], "3d_coords": row[i], "material": base.objects[i].material,
@@ -469,7 +448,7 @@ def write_questions(path: Path, questions: list[ChosenQuestion], scenes: int, in
                          "template_filename": q.instance.template.filename})[1:-1] for q in questions]
     quoted: dict[str, str] = {}
     written = 0
-    with _atomic_text(path) as handle:
+    with open_atomic(path) as handle:
         handle.write(f'{{"info": {json.dumps(info)}, "questions": [')
         for index in range(scenes):
             head = f'"image_index": {index}, "image_filename": "{image_filename(index)}", "split": "{SPLIT}"'

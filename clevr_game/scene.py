@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,10 @@ from typing import Any
 
 import numpy as np
 
+# The atomic writers are re-exported: many modules import them from here.
+from clevr_game.atomic import new_file_mode as new_file_mode
+from clevr_game.atomic import write_json_atomic as write_json_atomic
+from clevr_game.atomic import write_text_atomic as write_text_atomic
 from clevr_game.errors import InputError, located
 from clevr_game.vocab import ATTRIBUTES, CLEVR, RELATIONS, Vocabulary, get_vocabulary
 
@@ -397,42 +400,6 @@ def _check_scenes(scenes: list[Scene], name: str, numbered: bool) -> list[Scene]
 def load_scenes_info(path: str | os.PathLike[str]) -> dict[str, Any]:
     data = read_json(path)
     return data.get("info", {}) if isinstance(data, dict) else {}
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def new_file_mode() -> int:
-    """The mode `open(path, "w")` gives a new file (0666 less the umask); mkstemp's files get 0600."""
-    return 0o666 & ~_umask()
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write text through a temporary file and a rename, so a reader never sees half a file.
-
-    The file gets the user's usual permissions (0666 less the umask), not the
-    temporary file's 0600.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = None) -> None:
-    """JSON through `write_text_atomic`."""
-    write_text_atomic(path, json.dumps(data, indent=indent))
 
 
 def save_scenes(

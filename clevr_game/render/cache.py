@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
-from clevr_game.scene import new_file_mode
+from clevr_game.atomic import atomic_path
 
 
 def default_cache_dir() -> Path:
@@ -21,18 +20,8 @@ def default_cache_dir() -> Path:
 
 def copy_atomic(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
     """Copy through a temporary file in the target's folder and a rename: readers never see half a file."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(target) as tmp:
         shutil.copyfile(source, tmp)
-        os.chmod(tmp, new_file_mode())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class RenderCache:
