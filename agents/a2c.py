@@ -17,6 +17,7 @@ continues exactly as an uninterrupted one.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -308,12 +309,20 @@ class A2CTrainer:
                 param.copy_(saved)
         return int(self.best["update"])
 
-    def train(self, progress: Callable[[int], None] | None = None) -> History:
+    def train(self, progress: Callable[[int], None] | None = None, max_seconds: float | None = None) -> History:
+        """Train to `config.steps`, or until `max_seconds` have passed (checkpointed: train again to resume)."""
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
         while self.update < self.total_updates:
             self.step()
             if progress is not None:
                 progress(self.config.num_envs)
             if self.update % self.config.checkpoint_every == 0:
                 self.save()
+            if deadline is not None and time.monotonic() >= deadline:
+                break
         self.save()
         return self.history
+
+    @property
+    def finished(self) -> bool:
+        return self.update >= self.total_updates

@@ -1,0 +1,315 @@
+"""The universal adversary: one adversary trained on a whole pool of items, then tested on unseen items.
+
+The paper trained one adversary per mini-game and left one adversary for every
+item ("arduous") as future work. Here one A2C adversary trains on `--train-size`
+items (the mini-game is the whole pool) against one player for at most
+`--max-minutes` per call (checkpointed: call again to continue), and is then
+evaluated on held-out items it never saw, beside per-mini-game adversaries
+trained the usual way (`clevr-game attack`, size 10) on held-out mini-games:
+does one adversary learn moves that transfer, and how close does it come to
+adversaries that train on the very items they attack?
+
+Run (the committed figures: results/universal/):
+    python -m benchmarks.universal_adversary --items runs/universal/items --player state-rn \
+        --train-size 10000 --max-minutes 60 --out results/universal
+Writes OUT/result.json, OUT/report.md, OUT/learning_curve.png; the checkpoint and the
+per-mini-game runs live in OUT/runs/ (not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clevr_game.atomic import atomic_path, write_json_atomic, write_text_atomic
+from clevr_game.errors import InputError
+from clevr_game.scene import read_json
+from players.protocol import Answer, Player, Query
+
+SPLIT_FILE = "split.json"
+PROGRESS_FILE = "progress.json"
+RESULT_FILE = "result.json"
+REPORT_FILE = "report.md"
+DEFAULT_STEPS = 50_000_000
+"""Far more than an hour allows: the run ends by --max-minutes, and a later call continues it."""
+
+
+class TimedPlayer(Player):
+    """Forwards to a player and adds up the seconds spent inside it (what limits the steps per second)."""
+
+    def __init__(self, inner: Player):
+        self.inner, self.name, self.needs, self.image_spec = inner, inner.name, inner.needs, inner.image_spec
+        self.seconds = 0.0
+        self.queries = 0
+
+    def answer_batch(self, queries: list[Query]) -> list[Answer]:
+        start = time.perf_counter()
+        try:
+            return self.inner.answer_batch(queries)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.queries += len(queries)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def make_split(item_ids: list[str], train_size: int, heldout_minigames: int, minigame_size: int,
+               heldout_items: int, seed: int) -> dict[str, Any]:
+    """Training items, held-out mini-games (for per-mini-game adversaries) and more held-out items, disjoint."""
+    needed = train_size + max(heldout_items, heldout_minigames * minigame_size)
+    if len(item_ids) < needed:
+        raise InputError(f"the pool holds {len(item_ids)} items; --train-size {train_size} and the held-out "
+                         f"items need {needed}")
+    order = np.random.default_rng(seed).permutation(len(item_ids)).tolist()
+    train = [item_ids[i] for i in order[:train_size]]
+    rest = [item_ids[i] for i in order[train_size:]]
+    games = [rest[k * minigame_size:(k + 1) * minigame_size] for k in range(heldout_minigames)]
+    return {"seed": seed, "train": train, "heldout_minigames": games,
+            "heldout": rest[:max(heldout_items, heldout_minigames * minigame_size)]}
+
+
+def _load_split(out: Path, item_ids: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    path = out / SPLIT_FILE
+    split = make_split(item_ids, args.train_size, args.heldout_minigames, args.minigame_size,
+                       args.heldout_items, args.seed)
+    if path.is_file():
+        if read_json(path) != split:
+            raise InputError(f"{path}: written for other items or options; use the same ones or another --out")
+    else:
+        write_json_atomic(path, split)
+    return split
+
+
+def train_universal(args: argparse.Namespace, split: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Train (or continue) the universal adversary for at most --max-minutes; returns its progress record."""
+    import torch
+
+    from agents.a2c import A2CConfig, A2CTrainer
+    from agents.features import FeatureCache
+    from agents.pretrained import load_adversary_network
+    from envs.items import ItemPool, load_items
+    from envs.vector import AdversarialVectorEnv
+    from players.registry import load as load_player
+
+    torch.set_num_threads(args.threads)
+    by_id = {it.item_id: it for it in load_items(args.items)}
+    pool = ItemPool([by_id[i] for i in split["train"]])
+    player = TimedPlayer(load_player(args.player))
+    progress_path = out / PROGRESS_FILE
+    progress = read_json(progress_path) if progress_path.is_file() else {"calls": []}
+    try:
+        env = AdversarialVectorEnv(pool, player, args.num_envs)
+        network, word_map = load_adversary_network(None, pool.words)
+        started = time.perf_counter()
+        features = FeatureCache(network, word_map, pool)
+        feature_seconds = time.perf_counter() - started
+        config = A2CConfig(steps=DEFAULT_STEPS, num_envs=args.num_envs, max_entropy_coef=0.05, keep_best=True,
+                           seed=args.seed)
+        trainer = A2CTrainer(env, features, config, checkpoint=out / "runs" / "universal" / "checkpoint.pt")
+        before = trainer.update
+        started = time.perf_counter()
+        trainer.train(max_seconds=args.max_minutes * 60)
+        seconds = time.perf_counter() - started
+    finally:
+        player.close()
+    steps = (trainer.update - before) * config.num_envs
+    progress["calls"].append({
+        "from_step": before * config.num_envs, "to_step": trainer.update * config.num_envs,
+        "seconds": round(seconds, 1), "steps_per_second": round(steps / max(seconds, 1e-9), 1),
+        "player_seconds": round(player.seconds, 1), "player_queries": player.queries,
+        "feature_cache_seconds": round(feature_seconds, 1), "threads": args.threads,
+    })
+    progress["history"] = asdict(trainer.history)
+    progress["best_update"] = trainer.best["update"] if trainer.best else None
+    write_json_atomic(progress_path, progress)
+    return progress
+
+
+def evaluate_universal(args: argparse.Namespace, split: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The kept policy on training items and on held-out items, with the random baselines on the same ones."""
+    import torch
+
+    from agents.a2c import A2CConfig, A2CTrainer, policy_actions
+    from agents.evaluation import evaluate, random_actions, random_valid_actions, scores
+    from agents.features import FeatureCache
+    from agents.pretrained import load_adversary_network
+    from envs.game import Game
+    from envs.items import ItemPool, load_items
+    from envs.vector import AdversarialVectorEnv
+    from players.registry import load as load_player
+
+    torch.set_num_threads(args.threads)
+    by_id = {it.item_id: it for it in load_items(args.items)}
+    train_pool = ItemPool([by_id[i] for i in split["train"]])
+    results: dict[str, Any] = {}
+    with load_player(args.player) as player:
+        env = AdversarialVectorEnv(train_pool, player, args.num_envs)
+        network, word_map = load_adversary_network(None, train_pool.words)
+        trainer = A2CTrainer(env, FeatureCache(network, word_map, train_pool),
+                             A2CConfig(steps=DEFAULT_STEPS, num_envs=args.num_envs, max_entropy_coef=0.05,
+                                       keep_best=True, seed=args.seed),
+                             checkpoint=out / "runs" / "universal" / "checkpoint.pt")
+        trainer.use_best()
+        sets = {"train_sample": split["train"][:len(split["heldout"])], "heldout": split["heldout"],
+                "heldout_minigames": [i for game in split["heldout_minigames"] for i in game]}
+        for name, ids in sets.items():
+            pool = ItemPool([by_id[i] for i in ids], train_pool.words, train_pool.question_tokens.shape[1])
+            game = Game(pool, player)
+            features = FeatureCache(network, word_map, pool)
+            everyone = list(range(len(pool)))
+            trained = evaluate(game, everyone, policy_actions(trainer.adversary, features), args.eval_samples,
+                               seed=args.seed + 1)
+            random = evaluate(game, everyone, random_actions(args.seed + 2), args.eval_samples, seed=args.seed + 1)
+            random_valid = evaluate(game, everyone, random_valid_actions(game, args.seed + 3), args.eval_samples,
+                                    seed=args.seed + 1)
+            results[name] = {"items": len(ids), "universal": scores(trained).to_json(),
+                             "random": scores(random).to_json(), "random_valid": scores(random_valid).to_json(),
+                             "per_item_drop": [r.dropped_share for r in trained if r.counted]}
+    return results
+
+
+def per_minigame_adversaries(args: argparse.Namespace, split: dict[str, Any], out: Path) -> list[dict[str, Any]]:
+    """`clevr-game attack` on each held-out mini-game (resumable: finished runs are read back)."""
+    from agents.attack import RESULT_FILE as ATTACK_RESULT
+    from agents.attack import AttackOptions, run_attack
+    from envs.items import load_items
+    from envs.minigames import MiniGames, pool_fingerprint
+
+    ids = [it.item_id for it in load_items(args.items)]
+    manifest = out / "runs" / "heldout_minigames.json"
+    MiniGames(args.minigame_size, args.seed, pool_fingerprint(ids), split["heldout_minigames"]).save(manifest)
+    records = []
+    for k in range(len(split["heldout_minigames"])):
+        run = out / "runs" / f"minigame{k}"
+        if (run / ATTACK_RESULT).is_file():
+            result = read_json(run / ATTACK_RESULT)
+        else:
+            result = run_attack(AttackOptions(player=args.player, items=args.items, minigame_size=args.minigame_size,
+                                              minigame=k, minigames_file=str(manifest), seed=args.seed,
+                                              steps=args.minigame_steps, out=str(run), eval_samples=args.eval_samples,
+                                              progress=False, threads=args.threads))
+        records.append({"minigame": k, "drop": result["drop"], "consistency": result["consistency"],
+                        "invalid": result["invalid"],
+                        "per_item_drop": [r["dropped_share"] for r in result["items"] if r.get("counted", True)]})
+    return records
+
+
+def _curve_png(progress: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    history = progress["history"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
+    top.plot(history["steps"], history["reward"], lw=0.6)
+    top.set_ylabel("mean reward (batch)")
+    bottom.plot(history["steps"], history["dropped"], lw=0.6, label="dropped share")
+    bottom.plot(history["steps"], history["invalid"], lw=0.6, label="invalid share")
+    bottom.set_xlabel("env steps")
+    bottom.legend()
+    fig.suptitle("universal adversary: training on the whole pool")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+
+
+def _windowed(values: list[float], window: int) -> list[float]:
+    return [float(np.mean(values[max(0, i - window + 1):i + 1])) for i in range(len(values))]
+
+
+def report(args: argparse.Namespace, progress: dict[str, Any], universal: dict[str, Any],
+           minigames: list[dict[str, Any]], out: Path) -> str:
+    from benchmarks.stats import bootstrap_ci
+
+    calls = progress["calls"]
+    seconds = sum(c["seconds"] for c in calls)
+    steps = progress["history"]["steps"][-1] if progress["history"]["steps"] else 0
+    player_share = sum(c["player_seconds"] for c in calls) / max(seconds, 1e-9)
+    dropped = _windowed(progress["history"]["dropped"], 50)
+    marks = [int(len(dropped) * f) - 1 for f in (0.25, 0.5, 0.75, 1.0) if int(len(dropped) * f) > 0]
+
+    def cell(values: list[float]) -> str:
+        low, high = bootstrap_ci(values)
+        return f"{np.mean(values):.4f} [{low:.4f}, {high:.4f}]"
+
+    per_mg = [d for record in minigames for d in record["per_item_drop"]]
+    lines = [
+        "# Universal adversary", "",
+        f"One adversary trained on {args.train_size:,} items against `{args.player}` "
+        f"({steps:,} env steps, {seconds / 60:.1f} minutes over {len(calls)} call(s), "
+        f"{steps / max(seconds, 1e-9):,.0f} steps/s; the player took {100 * player_share:.0f}% of the time).", "",
+        "Training curve (dropped share of the batch, mean of 50 updates): "
+        + ", ".join(f"{progress['history']['steps'][m]:,} steps {dropped[m]:.4f}" for m in marks) + ".", "",
+        "| items | adversary | drop (mean over items, 95% CI) | consistency | invalid |",
+        "|---|---|---|---|---|",
+    ]
+    for name, label in (("train_sample", "training items (sample)"), ("heldout", "held-out items"),
+                        ("heldout_minigames", "held-out mini-game items")):
+        entry = universal[name]
+        for who in ("universal", "random", "random_valid"):
+            s = entry[who]
+            drop = cell(entry["per_item_drop"]) if who == "universal" else f"{s['drop']:.4f}"
+            lines.append(f"| {label} ({entry['items']}) | {who.replace('_', ' ')} | {drop} | "
+                         f"{s['consistency']:.4f} | {s['invalid']:.4f} |")
+    if minigames:
+        lines.append(f"| held-out mini-game items ({len(per_mg)}) | per-mini-game adversaries "
+                     f"({len(minigames)} x size {args.minigame_size}, {args.minigame_steps:,} steps each) | "
+                     f"{cell(per_mg)} | {np.mean([m['consistency'] for m in minigames]):.4f} | "
+                     f"{np.mean([m['invalid'] for m in minigames]):.4f} |")
+    lines += ["", "Command:", "", "```", "python -m benchmarks.universal_adversary " + " ".join(sys.argv[1:]), "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.universal_adversary", description=__doc__.split("\n")[0])
+    parser.add_argument("--items", required=True, help="item folder holding the pool and the held-out items")
+    parser.add_argument("--player", default="state-rn")
+    parser.add_argument("--train-size", type=int, default=10_000)
+    parser.add_argument("--heldout-items", type=int, default=1_000)
+    parser.add_argument("--heldout-minigames", type=int, default=10)
+    parser.add_argument("--minigame-size", type=int, default=10)
+    parser.add_argument("--minigame-steps", type=int, default=20_000)
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--eval-samples", type=int, default=32)
+    parser.add_argument("--max-minutes", type=float, default=60.0, help="training time of this call")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (two oversubscribe a busy 2-core machine: 20x slower measured)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--evaluate-only", action="store_true", help="no more training: evaluate and report")
+    parser.add_argument("--out", default="results/universal")
+    args = parser.parse_args(argv)
+    from envs.items import load_items
+
+    out = Path(args.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    try:
+        split = _load_split(out, [it.item_id for it in load_items(args.items)], args)
+        if args.evaluate_only:
+            progress = read_json(out / PROGRESS_FILE)
+        else:
+            progress = train_universal(args, split, out)
+        universal = evaluate_universal(args, split, out)
+        minigames = per_minigame_adversaries(args, split, out)
+    except InputError as exc:
+        print(f"universal adversary: {exc}", file=sys.stderr)
+        return 2
+    _curve_png(progress, out / "learning_curve.png")
+    write_json_atomic(out / RESULT_FILE, {"options": vars(args), "training": progress["calls"],
+                                          "best_update": progress["best_update"], "universal": universal,
+                                          "per_minigame": minigames})
+    text = report(args, progress, universal, minigames, out)
+    write_text_atomic(out / REPORT_FILE, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
