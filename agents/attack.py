@@ -15,6 +15,13 @@ from typing import Any
 
 from clevr_game.atomic import atomic_path, open_atomic, write_json_atomic
 from clevr_game.errors import InputError, RunFailed
+from clevr_game.run_files import (
+    CHECKPOINT_FILE,
+    MANIPULATIONS_FILE,
+    MINIGAMES_FILE,
+    RESULT_FILE,
+    RUN_OPTIONS_FILE,
+)
 from clevr_game.scene import read_json
 from players.guard import (
     DEFAULT_FAILURE_WINDOW,
@@ -24,10 +31,6 @@ from players.guard import (
     PlayerGaveUp,
 )
 
-RESULT_FILE = "result.json"
-MANIPULATIONS_FILE = "manipulations.jsonl"
-CHECKPOINT_FILE = "checkpoint.pt"
-RUN_OPTIONS_FILE = "options.json"
 RESUME_OPTIONS = ("player", "items", "minigame_size", "minigame", "split_seed", "rewards", "fine_tune",
                   "adversary_weights", "mode", "adversary")
 """What a resumed run must share with the run that began the folder, besides the trainer's config."""
@@ -123,7 +126,7 @@ def run_attack(options: AttackOptions) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     items = load_items(options.items)
     ids = [it.item_id for it in items]
-    manifest_path = out / "minigames.json"
+    manifest_path = out / MINIGAMES_FILE
     source = options.minigames_file or (manifest_path if manifest_path.is_file() else None)
     if source is not None:
         games = MiniGames.load(source)
@@ -156,7 +159,7 @@ def run_attack(options: AttackOptions) -> dict:
             writer = _tensorboard(out / "tb")
             log = (lambda step, metrics: [writer.add_scalar(f"train/{k}", v, step) for k, v in metrics.items()]) \
                 if writer else None
-            trainer = A2CTrainer(env, features, config, checkpoint=out / "checkpoint.pt", log=log)
+            trainer = A2CTrainer(env, features, config, checkpoint=out / CHECKPOINT_FILE, log=log)
             done = trainer.update * config.num_envs
             with tqdm(total=trainer.total_updates * config.num_envs, initial=done, desc="attack", unit="step",
                       disable=not options.progress, leave=False) as bar:

@@ -32,6 +32,7 @@ from benchmarks.runner import read_trials
 from benchmarks.stats import breakdown, table
 from clevr_game.atomic import atomic_path, write_text_atomic
 from clevr_game.errors import InputError
+from clevr_game.run_files import RESULT_FILE
 from clevr_game.scene import Scene, parse_scene
 
 __all__ = ["GALLERY_SIZE", "build_report"]
@@ -182,7 +183,7 @@ def _runs(folder: Path, records: list[dict]) -> list[_Run]:
     folders: dict[str, ItemsFolder | None] = {}
     runs = []
     for record in records:
-        result_path = _run_dir(folder, record) / "result.json"
+        result_path = _run_dir(folder, record) / RESULT_FILE
         if not result_path.is_file():
             continue
         try:
@@ -199,7 +200,7 @@ def _runs(folder: Path, records: list[dict]) -> list[_Run]:
 def _run_dir(folder: Path, record: dict) -> Path:
     """The trial's run folder as recorded, else where the benchmark puts it (a results folder moved whole)."""
     recorded = Path(record.get("run", ""))
-    if (recorded / "result.json").is_file():
+    if (recorded / RESULT_FILE).is_file():
         return recorded
     return folder / "runs" / record["trial"]
 

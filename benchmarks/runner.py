@@ -20,8 +20,7 @@ from typing import Any
 
 from benchmarks.trials import Plan, prepare_minigames, run_trial, same_trial
 from clevr_game.atomic import open_atomic
-
-TRIALS_FILE = "trials.jsonl"
+from clevr_game.run_files import TRIALS_FILE
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from clevr_game.run_files import MANIPULATIONS_FILE
 from players.guard import DEFAULT_MAX_ERROR_RATE, DEFAULT_MAX_FAILURES
 
 
@@ -221,7 +222,7 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         record["random_valid_drop"] = result["random_valid_drop"]
         record["random_valid_invalid"] = result["random_valid_invalid"]
     record["item_results"] = item_results(result, trial["items"])
-    record["manipulation_sizes"] = manipulation_sizes(Path(trial["run"]) / "manipulations.jsonl")
+    record["manipulation_sizes"] = manipulation_sizes(Path(trial["run"]) / MANIPULATIONS_FILE)
     if trial["search_budget"]:
         record["search"] = _search(trial)
     return record

@@ -12,14 +12,10 @@ from clevr_game.export.pipeline import (
     ExportSummary,
     export_run,
 )
-from clevr_game.export.records import (
-    MANIPULATIONS_FILE,
-    Manipulation,
-    manipulation_record,
-    read_manipulations,
-)
-from clevr_game.export.runs import RESULT_FILE, TRIALS_FILE, run_folders
+from clevr_game.export.records import Manipulation, manipulation_record, read_manipulations
+from clevr_game.export.runs import run_folders
 from clevr_game.export.selection import SELECTIONS
+from clevr_game.run_files import MANIPULATIONS_FILE, RESULT_FILE, TRIALS_FILE
 
 __all__ = [
     "MANIFEST_FILE", "MANIPULATIONS_FILE", "QUESTIONS_FILE", "RESULT_FILE", "SCENES_FILE", "SELECTIONS",

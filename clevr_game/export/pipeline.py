@@ -23,10 +23,11 @@ from clevr_game.errors import InputError
 from clevr_game.export.images import IMAGES_DIR, image_size, remove_stale_images, render_images
 from clevr_game.export.items import ItemCatalogue
 from clevr_game.export.layout import MANIFEST_VERSION, ExportEntry, assemble, info
-from clevr_game.export.records import MANIPULATIONS_FILE, Manipulation
-from clevr_game.export.runs import TRIALS_FILE, AttackRun, load_run, run_folders
+from clevr_game.export.records import Manipulation
+from clevr_game.export.runs import AttackRun, load_run, run_folders
 from clevr_game.export.selection import DESCRIPTIONS, SELECTIONS, selected
 from clevr_game.export.verify import verified_scene
+from clevr_game.run_files import MANIPULATIONS_FILE, TRIALS_FILE
 from clevr_game.scene import save_scenes, write_json_atomic
 
 SCENES_FILE = "scenes.json"

@@ -19,8 +19,6 @@ from typing import Any
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene
 
-MANIPULATIONS_FILE = "manipulations.jsonl"
-
 Move = tuple[int, float, float]
 """(object index in the scene, dx, dy): how far the move shifted one object on the ground."""
 

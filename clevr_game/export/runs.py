@@ -15,17 +15,21 @@ from typing import Any
 
 from clevr_game.errors import InputError
 from clevr_game.export.records import (
-    MANIPULATIONS_FILE,
     Manipulation,
     best_manipulations,
     json_lines,
     read_manipulations,
 )
+from clevr_game.run_files import (
+    CHECKPOINT_FILE,
+    MANIPULATIONS_FILE,
+    MINIGAMES_FILE,
+    RESULT_FILE,
+    TRIALS_FILE,
+)
 from clevr_game.scene import read_json
 
-RESULT_FILE = "result.json"
-TRIALS_FILE = "trials.jsonl"
-UNFINISHED_MARKS = ("minigames.json", "checkpoint.pt")
+UNFINISHED_MARKS = (MINIGAMES_FILE, CHECKPOINT_FILE)
 """Files an attack writes before it finishes: their presence without result.json means interrupted."""
 
 
