@@ -58,7 +58,7 @@ from players.pixel.perception import SceneTargets, perception_loss
 from players.pixel.program_tokens import arities, program_to_tokens, token_list
 from players.state.checkpoint import read_torch, write_torch_atomic
 from players.state.features import ANSWERS
-from players.training import BatchSchedule, FamilyScores
+from players.state.training import BatchSchedule, FamilyScores
 
 
 @dataclass
@@ -241,7 +241,7 @@ def _check_resumable(saved: dict[str, Any], options: PixelTrainingOptions) -> No
 
 def train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     """Train (or resume) a pixel player; writes `options.out` and its checkpoint; returns the run's summary."""
-    from players.training import denormals_flushed
+    from players.state.training import denormals_flushed
 
     with denormals_flushed():
         return _train_pixel(options)
