@@ -177,8 +177,8 @@ def evaluate_universal(args: argparse.Namespace, split: dict[str, Any], out: Pat
 
 def per_minigame_adversaries(args: argparse.Namespace, split: dict[str, Any], out: Path) -> list[dict[str, Any]]:
     """`clevr-game attack` on each held-out mini-game (resumable: finished runs are read back)."""
-    from agents.attack import RESULT_FILE as ATTACK_RESULT
     from agents.attack import AttackOptions, run_attack
+    from clevr_game.run_files import RESULT_FILE as ATTACK_RESULT
     from envs.items import load_items
     from envs.minigames import MiniGames, pool_fingerprint
 
