@@ -180,7 +180,7 @@ def _heldout(options: AdversarialTrainingOptions) -> str:
 
 def _finetune(options: AdversarialTrainingOptions, source: Path, export: Path, heldout: str) -> None:
     from players.state.checkpoint import load_player_file
-    from players.training import PLAYER_KINDS, TrainingOptions, train
+    from players.state.training import PLAYER_KINDS, TrainingOptions, train
 
     if options.finetuned.is_file() and load_player_file(options.finetuned).info.get("step") == options.finetune_steps:
         return

@@ -3,7 +3,7 @@
 For each dataset (a `clevr-game exhaustive` folder), player, training fraction
 and trial: a random split of the dataset's *scenes* (all questions of a scene
 on one side), a fresh model trained on the train part with the state trainer
-(`players.training.train`: a step budget, early stopping on a validation slice
+(`players.state.training.train`: a step budget, early stopping on a validation slice
 of the train part, the best validation weights kept), and its accuracy on the
 unseen scenes. The splits depend on (seed, fraction, trial) only, so every
 player sees the same ones.
@@ -202,7 +202,7 @@ def run_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, 
               work: Path, minutes_left: float | None) -> dict[str, Any] | None:
     """Train a fresh `player` on one split and score it on the unseen scenes; None when cut by the time limit."""
     from players.state.checkpoint import load_player_file
-    from players.training import PreparedData, TrainingOptions, evaluate_tensors, train
+    from players.state.training import PreparedData, TrainingOptions, evaluate_tensors, train
 
     started = time.monotonic()
     split = split_scenes(dataset.scenes, fraction, trial, options.seed, options.validation_share)
@@ -259,7 +259,7 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
 
     from clevr_game.dataset import dataset_files
     from players.state.models import build_model
-    from players.training import PLAYER_KINDS
+    from players.state.training import PLAYER_KINDS
 
     for folder in options.data:  # a typo fails now, not after hours of other datasets' trials
         dataset_files(folder)

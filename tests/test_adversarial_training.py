@@ -18,7 +18,7 @@ from players.state.checkpoint import load_player_file, player_file_from, save_pl
 from players.state.evaluation import evaluate_player
 from players.state.features import ANSWERS
 from players.state.models import build_model
-from players.training import TrainingOptions, train
+from players.state.training import TrainingOptions, train
 
 torch.set_num_threads(1)  # one thread is several times faster than two on a busy 2-core machine
 

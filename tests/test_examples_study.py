@@ -23,7 +23,7 @@ from clevr_game.cli import main
 from clevr_game.errors import InputError
 from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
 from players.state.models import build_model
-from players.training import EarlyStopping, PreparedData, TrainingOptions, train
+from players.state.training import EarlyStopping, PreparedData, TrainingOptions, train
 
 TINY = {"width": 16, "layers": 1, "heads": 2, "feedforward": 32, "fourier_bands": 2}
 

@@ -33,7 +33,7 @@ from players.state.evaluation import evaluate_player
 from players.state.features import ANSWERS, MAX_OBJECTS, scene_arrays
 from players.state.models import StateBatch, build_model
 from players.state.player import StateRelationNetworkPlayer, StateTransformerPlayer
-from players.training import TrainingOptions, train
+from players.state.training import TrainingOptions, train
 
 torch.set_num_threads(1)  # one thread is several times faster than two on a busy 2-core machine
 

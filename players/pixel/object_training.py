@@ -36,7 +36,7 @@ from players.pixel.perception import PERCEIVED_VOCABULARY
 from players.state.checkpoint import PlayerFile, shipped_path
 from players.state.checkpoint import load_player_file as load_state_player_file
 from players.state.features import MAX_OBJECTS
-from players.training import FamilyScores, with_new_words
+from players.state.training import FamilyScores, with_new_words
 
 DEFAULT_PERCEPTION_FILE = "neuro-symbolic.pt"
 """The shipped player file whose perception a fresh object-transformer starts from."""

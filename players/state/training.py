@@ -399,11 +399,3 @@ def _summary_writer(options: TrainingOptions) -> Any:
     from torch.utils.tensorboard import SummaryWriter
 
     return SummaryWriter(options.log_dir or f"{options.out}.logs")
-
-
-def load_training_player(path: str) -> PlayerFile:
-    """The player file inside a checkpoint or a plain player file (for inspection)."""
-    data = read_torch(path, "player or checkpoint file")
-    if isinstance(data, dict) and "player" in data:
-        data = data["player"]
-    return from_dict(data, path)
