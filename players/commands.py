@@ -41,9 +41,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.steps <= 0 or args.batch_size <= 0:
         raise InputError("--steps and --batch-size must be positive")
-    if args.player in PIXEL_TRAINABLE and (args.extra or (args.init and args.player != "object-transformer")):
-        raise InputError(f"--extra and --init are for the state players (and --init for the object-transformer), "
-                         f"not {args.player}")
+    if args.player in PIXEL_TRAINABLE and (
+            args.extra or (args.init and args.player not in ("object-transformer", "neuro-symbolic"))):
+        raise InputError(f"--extra and --init are for the state players (and --init for the object-transformer "
+                         f"and neuro-symbolic), not {args.player}")
+    if args.parser_only and args.player != "neuro-symbolic":
+        raise InputError(f"--parser-only is for neuro-symbolic, not {args.player}")
     if args.player in PIXEL_TRAINABLE:
         from players.pixel.commands import train_from_args
 
@@ -142,6 +145,9 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--init", default=None, metavar="FILE",
                    help="start from this player file's weights and vocabulary (fine-tuning) instead of a fresh model; "
                         "object-transformer: a state-transformer file, its reasoning starts from it")
+    p.add_argument("--parser-only", action="store_true",
+                   help="neuro-symbolic: train the question parser alone (no training images; perception unchanged), "
+                        "e.g. with --init players/weights/neuro-symbolic.pt on new question phrasings")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
     p.add_argument("--image-size", default="128x96", help="pixel players: image size, WIDTHxHEIGHT")

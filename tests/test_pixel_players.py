@@ -290,6 +290,80 @@ def test_resume_continues_to_the_same_step_count(train_data: Path, tmp_path: Pat
         train_pixel(PixelTrainingOptions(steps=20, resume=True, **{**common, "width": 80, "height": 60}))
 
 
+def test_the_parser_reads_a_question_alike_whatever_the_padding_of_its_batch(train_data: Path) -> None:
+    _, questions, _ = load_dataset(*dataset_files(train_data))
+    tokens = token_list(q.program for q in questions)
+    vocabulary = default_word_vocabulary()
+    torch.manual_seed(4)
+    parser = ProgramParser(ParserConfig(word_width=8, token_width=8, hidden=16), len(vocabulary), len(tokens)).eval()
+    words = torch.from_numpy(np.stack([vocabulary.encode(q.text, 48) for q in questions[:16]]))
+    lengths = (words != 0).sum(dim=1).tolist()
+    assert min(lengths) < max(lengths) < 48  # every question is padded, some much more than others
+    with torch.no_grad():
+        together, _, _ = parser.encode(words)
+        for row, length in enumerate(lengths):
+            alone, _, _ = parser.encode(words[row : row + 1, :length])
+            torch.testing.assert_close(together[row, :length], alone[0], atol=1e-6, rtol=1e-6)
+    arity = torch.from_numpy(arities(tokens))
+    alone_ids = [parser.decode(words[r : r + 1, :n], arity)[0] for r, n in enumerate(lengths)]
+    assert torch.equal(parser.decode(words, arity), torch.stack(alone_ids))
+
+
+def test_parser_only_fine_tuning_grows_its_lists_learns_resumes_and_keeps_perception(
+        tmp_path: Path, heldout_data: Path) -> None:
+    from players.pixel.checkpoint import build_model
+    from players.pixel.neuro_symbolic import grown_state
+
+    folder = tmp_path / "questions"
+    generate_dataset(folder, 40, 10, seed=34, progress=False)  # 400 questions; their images are never rendered
+    _, questions, _ = load_dataset(*dataset_files(folder))
+    found = token_list(q.program for q in questions)
+    new_tokens = [t for t in found if t.startswith("filter_color[")][:2]
+    new_words = ["cube", "metal"]
+    assert len(new_tokens) == 2 and all(any(w in q.text.lower().split() for q in questions) for w in new_words)
+    start_tokens = [t for t in found if t not in new_tokens]
+    vocabulary = default_word_vocabulary()
+    vocabulary = type(vocabulary)(w for w in vocabulary.words[2:] if w not in new_words)
+    torch.manual_seed(0)
+    model = build_model("neuro-symbolic", TINY_NS, len(vocabulary), len(ANSWERS), len(start_tokens)).eval()
+    start = tmp_path / "start.pt"
+    save_player_file(start, player_file_from(model, "neuro-symbolic", vocabulary, list(ANSWERS), SPEC,
+                                             program_tokens=start_tokens, fallback={"exist": "no"}))
+
+    # Grown but untrained, the parser writes what it wrote before, a new word read as the unknown word.
+    grown = build_model("neuro-symbolic", TINY_NS, len(vocabulary) + 2, len(ANSWERS), len(found)).eval()
+    grown.load_state_dict(grown_state(model.state_dict(), len(vocabulary) + 2, len(found)))
+    known = torch.tensor([[5, 9, 12, 1, 1, 30]])
+    with_new = torch.tensor([[5, 9, 12, len(vocabulary), len(vocabulary) + 1, 30]])
+    assert torch.equal(grown.parser.decode(with_new, torch.from_numpy(arities(start_tokens + new_tokens))),
+                       model.parser.decode(known, torch.from_numpy(arities(start_tokens))))
+
+    out = tmp_path / "ns.pt"
+    common = dict(player="neuro-symbolic", data=str(folder), out=str(out), init=str(start), parser_only=True,
+                  preset=SPEC.preset, width=SPEC.width, height=SPEC.height, batch_size=16, learning_rate=3e-3,
+                  warmup_steps=10, eval_data=str(heldout_data), eval_size=40, eval_every=1000, log_dir="",
+                  progress=False)
+    first = train_pixel(PixelTrainingOptions(steps=120, **common))
+    assert first.final_loss < first.first_loss - 1.0, (first.first_loss, first.final_loss)
+    assert not (folder / "cache").exists()  # parser-only training neither renders nor reads an image
+    resumed = train_pixel(PixelTrainingOptions(steps=150, resume=True, **common))
+    assert resumed.step == 150 and [point["step"] for point in resumed.curve] == [120, 150]
+    assert resumed.final_loss < first.first_loss - 1.0  # it goes on from where the first run stopped
+    trained = load_player_file(out)
+    assert trained.info["step"] == 150 and trained.info["parser_only"] and trained.info["init"] == str(start)
+    assert trained.words[: len(vocabulary)] == vocabulary.words and set(new_words) <= set(trained.words[len(vocabulary):])
+    assert trained.program_tokens[: len(start_tokens)] == start_tokens
+    assert sorted(trained.program_tokens[len(start_tokens):]) == new_tokens
+    assert trained.fallback["exist"] == "no" and "count" in trained.fallback  # known roots kept, new ones added
+    assert trained.info["heldout"]["questions"] == 240 and "program_exact" in trained.info["heldout"]
+    start_weights = load_player_file(start).state_dict
+    perception = [name for name in start_weights if name.startswith("perception.")]
+    assert perception and all(torch.equal(trained.state_dict[n], start_weights[n]) for n in perception)
+    assert any(not torch.equal(trained.state_dict[n], start_weights[n]) for n in start_weights if n.startswith("parser."))
+    with pytest.raises(InputError, match="resume needs the same parser_only"):
+        train_pixel(PixelTrainingOptions(steps=160, resume=True, **{**common, "parser_only": False}))
+
+
 # ---------------------------------------------------------------- the protocol, the commands
 
 

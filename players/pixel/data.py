@@ -18,6 +18,7 @@ import torch
 
 from clevr_game.dataset import dataset_files, load_questions
 from clevr_game.programs import Program
+from clevr_game.scene import load_scenes
 from clevr_game.text import WordVocabulary
 from players.pixel.images import ImageSpec, dataset_images
 from players.pixel.perception import SceneTargets, scene_targets
@@ -60,6 +61,32 @@ def load_pixel_data(
         programs=[q.program for q in records],
         answers_text=[str(q.answer).strip().lower() for q in records],
         targets=scene_targets(scenes, spec.width, spec.height),
+    )
+    return data, vocabulary
+
+
+def load_question_data(
+    folder: str | os.PathLike[str],
+    vocabulary: WordVocabulary,
+    answers: Sequence[str],
+    spec: ImageSpec,
+    *,
+    extend_vocabulary: bool = False,
+) -> tuple[PixelData, WordVocabulary]:
+    """Questions, programs and scene targets of the dataset in `folder`, without images (none is rendered).
+
+    For training the parser alone: it reads the words and writes the program, so
+    `images` is empty and a step that asks for one fails loudly.
+    """
+    questions, vocabulary = tensorise(folder, vocabulary, answers, extend_vocabulary=extend_vocabulary)
+    scenes_path, questions_path = dataset_files(folder)
+    records = load_questions(questions_path)[: len(questions)]
+    data = PixelData(
+        images=torch.zeros((0, spec.height, spec.width, 3), dtype=torch.uint8),
+        questions=questions,
+        programs=[q.program for q in records],
+        answers_text=[str(q.answer).strip().lower() for q in records],
+        targets=scene_targets(load_scenes(scenes_path), spec.width, spec.height),
     )
     return data, vocabulary
 

@@ -63,6 +63,34 @@ class NeuroSymbolicNetwork(nn.Module):
         self.parser = ProgramParser(config.parser, vocabulary_size, token_count)
 
 
+NEW_TOKEN_BIAS_MARGIN = 5.0
+"""A program token added by fine-tuning starts with its output bias this far below the lowest known one."""
+
+
+def grown_state(state_dict: dict[str, torch.Tensor], vocabulary_size: int, token_count: int) -> dict[str, torch.Tensor]:
+    """A neuro-symbolic state dict whose parser reads `vocabulary_size` words and writes `token_count` tokens.
+
+    Fine-tuning on new phrasings appends words and program tokens after the
+    known ones (ids unchanged). A new word starts as UNKNOWN's embedding (as the
+    state players grow theirs), so the parser reads it as it did before. A new
+    token starts at the mean of the known token embeddings with a zero output
+    row and a bias below every known one, so it is not chosen until training
+    teaches it; perception's weights are not touched.
+    """
+    from players.training import with_new_words  # the state players' rule for new words
+
+    grown = dict(state_dict)
+    grown["parser.words.weight"] = with_new_words(
+        {"words.weight": state_dict["parser.words.weight"]}, vocabulary_size)["words.weight"]
+    embedding, weight, bias = (state_dict[k] for k in ("parser.tokens.weight", "parser.out.2.weight", "parser.out.2.bias"))
+    extra = token_count - embedding.shape[0]
+    if extra > 0:
+        grown["parser.tokens.weight"] = torch.cat([embedding, embedding[2:].mean(0, keepdim=True).expand(extra, -1)])
+        grown["parser.out.2.weight"] = torch.cat([weight, weight.new_zeros(extra, weight.shape[1])])
+        grown["parser.out.2.bias"] = torch.cat([bias, bias.new_full((extra,), float(bias.min()) - NEW_TOKEN_BIAS_MARGIN)])
+    return grown
+
+
 def facts_of(perceived: PerceivedScene) -> SceneFacts:
     """The executor's facts of a perceived scene (relations from the perceived world coordinates)."""
     return SceneFacts.from_arrays(perceived.attributes, perceived.coords, _DIRECTIONS, PERCEIVED_VOCABULARY)

@@ -43,7 +43,12 @@ class ProgramParser(nn.Module):
     def encode(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Encoder outputs (B, L, H), the word mask (B, L) and the decoder's first state (1, B, H)."""
         mask = words != 0
-        outputs, _ = self.encoder(self.words(words))
+        # Packed, so that the backward direction starts at each question's last word whatever the batch's
+        # padding: unpacked, the same question parsed differently in a batch of longer ones.
+        lengths = mask.sum(1).clamp(min=1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.words(words), lengths, batch_first=True, enforce_sorted=False)
+        outputs, _ = self.encoder(packed)
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True, total_length=words.shape[1])
         # Mean over the real words: a summary that ignores padding in both directions.
         summary = (outputs * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
         return outputs, mask, torch.tanh(self.initial(summary)).unsqueeze(0)

@@ -10,7 +10,11 @@ when missing) and the model. Two tasks:
 - `neuro-symbolic`: the perception loss on the images of the batch plus the
   parser's cross-entropy on the program tokens of its questions, summed (the
   two parts share no weights, so this trains both side by side); evaluated
-  end to end (perceive, parse, execute);
+  end to end (perceive, parse, execute). `--init FILE` starts from a
+  neuro-symbolic player file, its word and program-token lists grown by the
+  data's new ones (`grown_state`); `--parser-only` trains the parser alone on
+  questions (no training image is rendered or read) and leaves perception's
+  weights bit for bit as they were;
 - `object-transformer`: cross-entropy on the answer, the transformer only, on
   detections of a perception copied from a neuro-symbolic file and frozen
   (`players.pixel.object_training`).
@@ -39,13 +43,25 @@ from players.pixel.checkpoint import (
     PixelPlayerFile,
     build_model,
     from_dict,
+    load_player_file,
     player_file_from,
     save_player_file,
     to_dict,
 )
-from players.pixel.data import PixelData, attach_program_ids, image_rows, load_pixel_data
+from players.pixel.data import (
+    PixelData,
+    attach_program_ids,
+    image_rows,
+    load_pixel_data,
+    load_question_data,
+)
 from players.pixel.images import ImageSpec
-from players.pixel.neuro_symbolic import NeuroSymbolicNetwork, answer_questions, fallback_answers
+from players.pixel.neuro_symbolic import (
+    NeuroSymbolicNetwork,
+    answer_questions,
+    fallback_answers,
+    grown_state,
+)
 from players.pixel.object_training import (
     ObjectTransformerTask,
     perception_source,
@@ -93,7 +109,10 @@ class PixelTrainingOptions(LoopOptions):
     perception_from: str | None = None
     """object-transformer: the neuro-symbolic player file whose perception a fresh run copies (None: shipped)."""
     init: str | None = None
-    """object-transformer: a state-transformer player file a fresh run starts its reasoning from."""
+    """object-transformer: a state-transformer player file a fresh run starts its reasoning from;
+    neuro-symbolic: a neuro-symbolic player file a fresh run starts from (fine-tuning)."""
+    parser_only: bool = False
+    """neuro-symbolic: train the question parser alone; perception stays as it is and no training image is read."""
 
     @property
     def kind(self) -> str:
@@ -171,15 +190,18 @@ class NeuroSymbolicTask:
     """Perception loss + parser loss; evaluated end to end through the executor."""
 
     def __init__(self, model: NeuroSymbolicNetwork, tokens: list[str], fallback: dict[str, str], spec: ImageSpec,
-                 device: torch.device):
+                 device: torch.device, parser_only: bool = False):
         self.model, self.tokens, self.fallback, self.spec, self.device = model, tokens, fallback, spec, device
         self.arity = torch.from_numpy(arities(tokens)).to(device)
+        self.parser_only = parser_only
 
     def loss(self, data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        scenes, _ = image_rows(data, indices)
-        targets = SceneTargets(*(t[scenes].to(self.device) for t in data.targets))
-        maps = self.model.perception(data.images[scenes].to(self.device))
-        seeing, parts = perception_loss(maps, targets, self.model.config.perception.heatmap_sigma)
+        seeing, parts = torch.zeros((), device=self.device), {}
+        if not self.parser_only:
+            scenes, _ = image_rows(data, indices)
+            targets = SceneTargets(*(t[scenes].to(self.device) for t in data.targets))
+            maps = self.model.perception(data.images[scenes].to(self.device))
+            seeing, parts = perception_loss(maps, targets, self.model.config.perception.heatmap_sigma)
         assert data.program_ids is not None
         programs = data.program_ids[indices]
         longest = max(int((programs != 0).sum(dim=1).max()), 1)
@@ -231,12 +253,27 @@ _MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config", "preset
 
 
 def _check_resumable(saved: dict[str, Any], options: PixelTrainingOptions) -> None:
-    for key in _MUST_MATCH_ON_RESUME:
+    saved = {"parser_only": False, **saved}  # checkpoints from before --parser-only trained both parts
+    for key in (*_MUST_MATCH_ON_RESUME, "parser_only"):
         if saved.get(key) != getattr(options, key):
             raise InputError(
                 f"{options.checkpoint_path}: was trained with {key}={saved.get(key)!r}, "
                 f"not {getattr(options, key)!r} (resume needs the same {key})"
             )
+
+
+def _neuro_symbolic_start(options: PixelTrainingOptions) -> PixelPlayerFile:
+    """The neuro-symbolic player file of `--init`; InputError for another kind or a --config."""
+    assert options.init is not None
+    start = load_player_file(options.init)
+    if start.kind != "neuro-symbolic":
+        raise InputError(f"--init {options.init}: holds a {start.kind!r} model, not a neuro-symbolic one")
+    if options.model_config:
+        raise InputError(f"--init {options.init}: --config cannot change the file's model (fine-tuning keeps it)")
+    if start.image != options.spec:
+        raise InputError(f"--init {options.init}: its perception reads {start.image.label} images, "
+                         f"not {options.spec.label} (--preset, --image-size)")
+    return start
 
 
 def train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
@@ -260,22 +297,32 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     previous: PixelPlayerFile | None = (
         from_dict(checkpoint["player"], str(options.checkpoint_path)) if checkpoint else None
     )
-    if options.init and kind != "object-transformer":
-        raise InputError(f"--init is for the state players and the object-transformer, not {options.player}")
-    initial = reasoning_source(options.init) if options.init and previous is None else None
+    if options.init and kind not in ("object-transformer", "neuro-symbolic"):
+        raise InputError(f"--init is for the state players, the object-transformer and neuro-symbolic, "
+                         f"not {options.player}")
+    if options.parser_only and kind != "neuro-symbolic":
+        raise InputError(f"--parser-only is for neuro-symbolic, not {options.player}")
+    fresh_start = options.init is not None and previous is None
+    initial = reasoning_source(options.init) if fresh_start and kind == "object-transformer" else None
+    start_file = _neuro_symbolic_start(options) if fresh_start and kind == "neuro-symbolic" else None
     vocabulary = WordVocabulary(previous.words[2:]) if previous else (
-        initial.vocabulary() if initial else default_word_vocabulary())
-    answers = list(previous.answers) if previous else list(initial.answers if initial else ANSWERS)
-    train_data, vocabulary = load_pixel_data(
-        options.data, vocabulary, answers, spec, extend_vocabulary=previous is None,
-        render_workers=options.render_workers, progress=options.progress,
-    )
+        start_file.vocabulary() if start_file else initial.vocabulary() if initial else default_word_vocabulary())
+    source = previous or start_file or initial
+    answers = list(source.answers) if source else list(ANSWERS)
+    if options.parser_only:
+        train_data, vocabulary = load_question_data(options.data, vocabulary, answers, spec,
+                                                    extend_vocabulary=previous is None)
+    else:
+        train_data, vocabulary = load_pixel_data(
+            options.data, vocabulary, answers, spec, extend_vocabulary=previous is None,
+            render_workers=options.render_workers, progress=options.progress,
+        )
     eval_data = None
     if options.eval_data:
         eval_data, _ = load_pixel_data(options.eval_data, vocabulary, answers, spec,
                                        render_workers=options.render_workers, progress=options.progress)
     torch.manual_seed(options.seed)
-    config = previous.config if previous else options.model_config
+    config = previous.config if previous else start_file.config if start_file else options.model_config
     perception_weights = None
     if kind == "object-transformer" and previous is None:
         perception_config, perception_weights = perception_source(options.perception_from)
@@ -283,11 +330,18 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
     tokens: list[str] = []
     fallback: dict[str, str] = {}
     if kind == "neuro-symbolic":
-        tokens = previous.program_tokens if previous else token_list(train_data.programs)
-        fallback = previous.fallback if previous else fallback_answers(train_data.programs, train_data.answers_text)
+        found = token_list(train_data.programs)
+        known = previous or start_file
+        tokens = list(known.program_tokens) if known else found
+        tokens += [token for token in found if token not in tokens]  # a fine-tuning run's new tokens, after the known
+        fallback = dict(known.fallback) if known else {}
+        for root, answer in fallback_answers(train_data.programs, train_data.answers_text).items():
+            fallback.setdefault(root, answer)
     model = build_model(kind, config, len(vocabulary), len(answers), len(tokens)).to(device)
     if isinstance(model, ObjectTransformerNetwork) and perception_weights is not None:
         start_weights(model, perception_weights, initial, len(vocabulary))
+    if start_file is not None:
+        model.load_state_dict(grown_state(start_file.state_dict, len(vocabulary), len(tokens)))
     task: AnsweringTask | NeuroSymbolicTask | ObjectTransformerTask
     if isinstance(model, ObjectTransformerNetwork):
         task = ObjectTransformerTask(model, device)
@@ -295,10 +349,14 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
         attach_program_ids(train_data, tokens, model.config.parser.max_tokens)
         if eval_data is not None:
             attach_program_ids(eval_data, tokens, model.config.parser.max_tokens)
-        task = NeuroSymbolicTask(model, tokens, fallback, spec, device)
+        task = NeuroSymbolicTask(model, tokens, fallback, spec, device, parser_only=options.parser_only)
     else:
         task = AnsweringTask(model, device)
-    state = Optimisation(decoupled_optimizer(model, options.learning_rate, options.weight_decay),
+    trained: nn.Module = model
+    if isinstance(model, NeuroSymbolicNetwork) and options.parser_only:
+        model.perception.requires_grad_(False)  # out of the optimiser too: no weight decay touches it
+        trained = model.parser
+    state = Optimisation(decoupled_optimizer(trained, options.learning_rate, options.weight_decay),
                          options.warmup_steps, options.steps, options.decay)
     heldout: dict[str, Any] = {}
     if checkpoint is not None:
@@ -320,6 +378,8 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
             "steps_planned": options.steps, "train_seconds": round(state.seconds(), 1),
             "parameters": sum(p.numel() for p in model.parameters()),
             "curve": state.curve, "command": options.command, "heldout": heldout, "majority": baseline,
+            **({"init": options.init} if options.init else {}),
+            **({"parser_only": True} if options.parser_only else {}),
         }
 
     def save() -> None:
