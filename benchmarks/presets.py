@@ -33,8 +33,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from benchmarks.trials import SizeBudget
+from benchmarks.trials import Plan, SizeBudget
 
 
 @dataclass(frozen=True)
@@ -178,3 +179,49 @@ def budgets(preset: Preset, sizes: list[int], *, minigames: int | None, seeds: i
                                  budget.seeds if seeds is None else seeds, budget.steps if steps is None else steps,
                                  budget.eval_samples, budget.search_budget))
     return tuple(chosen)
+
+
+def preset_plan(
+    preset: Preset,
+    out: Path,
+    *,
+    players: list[str] | None = None,
+    items: str | None = None,
+    sizes: list[int] | None = None,
+    minigames: int | None = None,
+    seeds: int | None = None,
+    steps: int | None = None,
+    adversaries: tuple[str, ...] | None = None,
+    clevr_templates: str | None = None,
+    progress: bool = True,
+    **plan_options: Any,
+) -> Plan:
+    """The benchmark's plan: the preset's figures wherever the user gave none.
+
+    Every player spec is checked before anything runs, so a typo fails now, not
+    as one failed trial per seed hours later. Without `items`, the preset's
+    generated pool in OUT/items (see `default_pool`). `plan_options` go to
+    `Plan` as they are (time limits, visibility, adversary weights).
+    """
+    from players.registry import check_spec
+
+    players = list(preset.all_players()) if players is None else players
+    for spec in players:
+        check_spec(spec)
+    if items is None:
+        items = default_pool(preset, out / "items", clevr_templates=clevr_templates, progress=progress)
+    sizes = list(preset.sizes) if sizes is None else sizes
+    return Plan(
+        players=players,
+        items=items,
+        sizes=sizes,
+        minigames=preset.minigames if minigames is None else minigames,
+        seeds=preset.seeds if seeds is None else seeds,
+        steps=preset.steps if steps is None else steps,
+        out=str(out),
+        eval_samples=preset.eval_samples,
+        search_budget=preset.search_budget,
+        adversaries=preset.adversaries if adversaries is None else adversaries,
+        per_size=budgets(preset, sizes, minigames=minigames, seeds=seeds, steps=steps),
+        **plan_options,
+    )

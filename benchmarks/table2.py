@@ -1,4 +1,4 @@
-"""The statistics behind the report's answers to the paper's questions (issue 18), from trial records alone.
+"""The statistics behind the report's answers to the paper's questions, from trial records alone.
 
 1. State-input vs pixel-input adversary: the Wilcoxon signed-rank test of the
    drop, paired per player x mini-game size x mini-game x seed.

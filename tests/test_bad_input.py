@@ -1,4 +1,4 @@
-"""Bad input stops with one line naming file, item and field, never a traceback or a quiet wrong score (issue 16)."""
+"""Bad input stops with one line naming file, item and field, never a traceback or a quiet wrong score."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A researcher's first hour (issue 14): gym.make with no arguments, arguments as users write them,
+"""A researcher's first hour: gym.make with no arguments, arguments as users write them,
 exact moves, the shipped sample, clean output paths and file modes."""
 
 from __future__ import annotations

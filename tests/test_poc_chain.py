@@ -1,4 +1,4 @@
-"""The `poc` commands chain as the README writes them (issue 14): environment, generate, solve.
+"""The `poc` commands chain as the README writes them: environment, generate, solve.
 
 Whether a region can hold an object is decided here with the independent clingo
 encoding of tests/test_asp_oracle.py, not with the generator's own check.
@@ -45,7 +45,7 @@ def test_generated_environments_leave_every_region_usable_unless_asked():
         objects = 5 + seed % 5
         specs = generate_environment(np.random.default_rng(seed), objects)
         assert regions_forced_empty(environment_text(specs, objects)) == [], seed
-    # Asked for, the README's environment is again the one issue 14 found.
+    # Asked for, the README's environment (seed 0, 7 objects) again forces region 3 empty.
     readme = generate_environment(np.random.default_rng(0), 7, allow_empty_regions=True)
     assert 3 in regions_forced_empty(environment_text(readme, 7))
 

@@ -1,4 +1,4 @@
-"""Issue 18's experiment: the table2 presets, disjoint mini-games, the random valid adversary, the statistics
+"""The Table 2 experiment: the table2 presets, disjoint mini-games, the random valid adversary, the statistics
 of the five questions (each against scipy on hand-made trials) and the report rebuilt byte for byte from the
 committed trials fixture (tests/data/table2_trials.jsonl: hand-made records of three players, two adversary
 inputs and three sizes, with no run folders)."""

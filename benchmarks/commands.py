@@ -1,0 +1,250 @@
+"""`clevr-game benchmark|report|adversarial-training|study`: experiments made of many attacks and trainings.
+
+The option defaults are the options dataclasses' own (`AdversarialTrainingOptions`,
+`StudyOptions`) or the preset's (`benchmark`). Module-level imports stay light:
+each handler imports what it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from clevr_game.cli_types import (
+    non_negative_float,
+    positive_float,
+    positive_int,
+    positive_int_list,
+    random_seed,
+)
+from clevr_game.errors import InputError
+from players.guard import add_limit_options, limits_from_args
+
+# ------------------------------------------------------------------ the benchmark and its report
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    from benchmarks.presets import PRESETS, preset_plan
+    from benchmarks.report import build_report
+    from benchmarks.runner import run_plan
+    from clevr_game.run_files import TRIALS_FILE
+
+    preset = PRESETS[args.preset]
+    limits = limits_from_args(args)
+    out = Path(args.out)
+    plan = preset_plan(
+        preset, out,
+        players=args.players.split(",") if args.players else None,
+        items=args.items,
+        sizes=[int(s) for s in args.sizes.split(",")] if args.sizes else None,
+        minigames=args.minigames, seeds=args.seeds, steps=args.steps,
+        adversaries=tuple(_adversaries(args.adversaries)) if args.adversaries else None,
+        clevr_templates=args.clevr_templates, progress=not args.no_progress,
+        adversary_weights=args.adversary_weights,
+        player_timeout=limits["timeout_s"], max_player_failures=limits["max_failures"],
+        max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
+    )
+    total = len(plan.trials())
+    records = run_plan(plan, workers=args.workers, ray=args.ray, ray_address=args.ray_address,
+                       on_progress=lambda progress: print(progress.line(), flush=True))
+    failed = sum("error" in r for r in records.values())
+    md, page = build_report(out, gallery_preset=args.gallery_preset)
+    if failed:
+        print(f"{failed} trial(s) failed; their errors are in {md} (Failed trials) and {out / TRIALS_FILE}",
+              file=sys.stderr)
+    print(f"trials: {total} finished: {len(records) - failed} failed: {failed}")
+    print(f"report: {md} {page}")
+    return 1 if failed else 0
+
+
+def _adversaries(text: str) -> list[str]:
+    from agents.attack import ADVERSARY_INPUTS
+
+    chosen = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in chosen if a not in ADVERSARY_INPUTS]
+    if unknown or not chosen:
+        raise InputError(f"--adversaries {text!r}: expected a comma-separated list of {', '.join(ADVERSARY_INPUTS)}")
+    return chosen
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from benchmarks.report import build_report
+
+    md, page = build_report(args.results, gallery_preset=args.gallery_preset)
+    print(f"report: {md} {page}")
+    return 0
+
+
+def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `benchmark` and `report` to the clevr-game command line."""
+    from benchmarks.presets import PRESETS
+
+    p = subparsers.add_parser("benchmark", help="players x mini-game sizes x mini-games x seeds of `attack`, with a report")
+    p.add_argument("--preset", choices=list(PRESETS), default="quick",
+                   help="quick: minutes on 2 cores; paper: the shipped players at the paper's scale; table2: the "
+                        "paper's Table 2 experiment on every player, state and pixel adversaries, sizes 10/100/1000 "
+                        "(about 8 hours on 2 cores, see docs/report.md); table2-full: the same at 30 seeds per "
+                        "mini-game, for a Ray cluster or GPU machine")
+    p.add_argument("--clevr-templates", default=None, metavar="DIR",
+                   help="CLEVR 1.0's template folder: the table2 presets' generated pool asks CLEVR's templates "
+                        "and the project's own (default: the own templates only, with a notice)")
+    p.add_argument("--players", default=None, help="comma-separated player names (default: the preset's players)")
+    p.add_argument("--items", default=None, help="item folder (default: a generated pool in OUT/items)")
+    p.add_argument("--sizes", type=positive_int_list, default=None, help="comma-separated mini-game sizes")
+    p.add_argument("--minigames", type=positive_int, default=None, help="mini-games per size")
+    p.add_argument("--seeds", type=positive_int, default=None)
+    p.add_argument("--steps", type=positive_int, default=None, help="training env steps per trial")
+    p.add_argument("--out", default="results")
+    p.add_argument("--workers", type=positive_int, default=2, help="local processes running trials")
+    p.add_argument("--ray", action="store_true", help="run trials as Ray tasks on a local Ray")
+    p.add_argument("--ray-address", default=None, help="run trials on this Ray cluster")
+    p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-visibility", action="store_true",
+                   help="do not require every object to stay visible (checked by default for players that see images)")
+    p.add_argument("--adversaries", default=None,
+                   help="comma-separated adversary inputs: state (the scene graph), pixel (the original image) "
+                        "(default: the preset's: state; state,pixel for table2)")
+    add_limit_options(p)
+    _add_gallery_option(p)
+    p.set_defaults(handler=_cmd_benchmark)
+
+    p = subparsers.add_parser("report", help="rebuild RESULTS/report.md and report.html from trials.jsonl")
+    p.add_argument("results")
+    _add_gallery_option(p)
+    p.set_defaults(handler=_cmd_report)
+
+
+def _add_gallery_option(p: argparse.ArgumentParser) -> None:
+    from clevr_game.render.presets import PRESETS as RENDER_PRESETS
+
+    p.add_argument("--gallery-preset", choices=[*RENDER_PRESETS, "schematic"], default="fast",
+                   help="render preset of the report's before/after images (balanced: Cycles, about 30 s an "
+                        "image on a 2-core CPU; schematic: top-view drawings, no Blender)")
+
+
+# ------------------------------------------------------------------ adversarial training
+
+
+def _cmd_adversarial_training(args: argparse.Namespace) -> int:
+    from benchmarks.adversarial_training import AdversarialTrainingOptions, run_adversarial_training
+
+    report = run_adversarial_training(AdversarialTrainingOptions(
+        player=args.player, items=args.items, out=args.out, heldout=args.heldout, size=args.size,
+        minigames=args.minigames, seeds=args.seeds, steps=args.steps, finetune_steps=args.finetune_steps,
+        finetune_batch_size=args.finetune_batch_size, finetune_learning_rate=args.finetune_learning_rate,
+        select=args.select, split_seed=args.split_seed, seed=args.seed, num_envs=args.num_envs,
+        eval_samples=args.eval_samples, adversary_weights=args.adversary_weights, workers=args.workers,
+        threads=args.threads, progress=not args.no_progress,
+    ))
+    print(f"report: {report}")
+    return 0
+
+
+def add_adversarial_training_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `adversarial-training` to the clevr-game command line."""
+    from benchmarks.adversarial_training import AdversarialTrainingOptions
+    from clevr_game.export import SELECTIONS
+
+    defaults = AdversarialTrainingOptions  # a dataclass field's default is also its class attribute
+    p = subparsers.add_parser("adversarial-training", help="benchmark, export, fine-tune, benchmark on fresh "
+                              "mini-games; last line `report: EXP/report.md`; resumable")
+    p.add_argument("--player", required=True, help="state-transformer, state-rn or file:PATH (a state player file)")
+    p.add_argument("--items", required=True, help="item pool (CLEVR dataset folder); also the clean fine-tuning data")
+    p.add_argument("--out", required=True, help="experiment folder")
+    p.add_argument("--heldout", default=defaults.heldout,
+                   help="clean held-out dataset (default: generated in OUT/heldout)")
+    p.add_argument("--size", type=positive_int, default=defaults.size, help="mini-game size")
+    p.add_argument("--minigames", type=positive_int, default=defaults.minigames,
+                   help="M: mini-games 0..M-1 before, the fresh M..2M-1 after")
+    p.add_argument("--seeds", type=positive_int, default=defaults.seeds)
+    p.add_argument("--steps", type=positive_int, default=defaults.steps,
+                   help="adversary training env steps per trial")
+    p.add_argument("--finetune-steps", type=positive_int, default=defaults.finetune_steps)
+    p.add_argument("--finetune-batch-size", type=positive_int, default=defaults.finetune_batch_size)
+    p.add_argument("--finetune-learning-rate", type=non_negative_float, default=defaults.finetune_learning_rate)
+    p.add_argument("--select", choices=list(SELECTIONS), default=defaults.select, help="what the export keeps")
+    p.add_argument("--split-seed", type=random_seed, default=defaults.split_seed)
+    p.add_argument("--seed", type=random_seed, default=defaults.seed, help="fine-tuning seed")
+    p.add_argument("--num-envs", type=positive_int, default=defaults.num_envs)
+    p.add_argument("--eval-samples", type=positive_int, default=defaults.eval_samples)
+    p.add_argument("--adversary-weights", default=defaults.adversary_weights,
+                   help="relation-network file (default: the shipped one)")
+    p.add_argument("--workers", type=positive_int, default=defaults.workers, help="local processes running trials")
+    p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads for fine-tuning")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_adversarial_training)
+
+
+# ------------------------------------------------------------------ the examples study
+
+
+def _share_list(text: str) -> list[float]:
+    """Comma-separated shares strictly between 0 and 1 (`0.01,0.1,0.5`)."""
+    try:
+        shares = [float(part) for part in text.split(",")]
+    except ValueError:
+        shares = []
+    if not shares or not all(0.0 < share < 1.0 for share in shares):
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers strictly between 0 and 1, got {text!r}")
+    return shares
+
+
+def _cmd_study_examples(args: argparse.Namespace) -> int:
+    import json
+    import shlex
+
+    from benchmarks.examples_study import StudyOptions, run_study
+
+    try:
+        config = json.loads(args.config) if args.config else {}
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--config: not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(config, dict):
+        raise InputError("--config: expected a JSON object such as '{\"width\": 64}'")
+    command = ["clevr-game", "study", "examples", "--data", args.data, "--players", args.players, "--fractions",
+               ",".join(f"{f:g}" for f in args.fractions), "--trials", str(args.trials), "--out", args.out,
+               "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--learning-rate",
+               f"{args.learning_rate:g}", "--eval-every", str(args.eval_every), "--patience", str(args.patience),
+               "--seed", str(args.seed)]
+    if args.config:
+        command += ["--config", args.config]
+    outcome = run_study(StudyOptions(
+        data=args.data.split(","), players=args.players.split(","), fractions=args.fractions, trials=args.trials,
+        out=args.out, steps=args.steps, max_minutes=args.max_minutes, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, eval_every=args.eval_every, patience=args.patience, model_config=config,
+        seed=args.seed, threads=args.threads, command=shlex.join(command),
+    ))
+    print(f"trials: {outcome.recorded} of {outcome.planned} recorded; report: {outcome.report}")
+    return 0
+
+
+def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `study examples` to the clevr-game command line."""
+    from benchmarks.examples_study import FIGURE_FILE, REPORT_FILE, RESULTS_FILE, StudyOptions
+
+    defaults = StudyOptions  # a dataclass field's default is also its class attribute
+    study = subparsers.add_parser("study", help="experiments over datasets and players").add_subparsers(
+        dest="study", required=True)
+    p = study.add_parser("examples", help="accuracy on unseen placements against the share trained on "
+                         "(the paper's Figure 2); resumable; last line `trials: X of Y recorded; report: PATH`")
+    p.add_argument("--data", required=True, help="comma-separated `clevr-game exhaustive` folders")
+    p.add_argument("--players", default="state-transformer", help="comma-separated state players")
+    p.add_argument("--fractions", type=_share_list, default=_share_list("0.01,0.05,0.1,0.25,0.5,0.75,0.9"),
+                   help="shares of the scenes trained on")
+    p.add_argument("--trials", type=positive_int, default=10, help="random scene splits per fraction")
+    p.add_argument("--out", required=True, help=f"results folder ({RESULTS_FILE}, {REPORT_FILE}, {FIGURE_FILE})")
+    p.add_argument("--steps", type=positive_int, default=defaults.steps, help="step budget of each training run")
+    p.add_argument("--max-minutes", type=positive_float, default=defaults.max_minutes,
+                   help="stop the whole study after this long (the cut trial is not recorded; rerun to continue)")
+    p.add_argument("--batch-size", type=positive_int, default=defaults.batch_size)
+    p.add_argument("--learning-rate", type=positive_float, default=defaults.learning_rate)
+    p.add_argument("--eval-every", type=positive_int, default=defaults.eval_every,
+                   help="steps between validation evaluations")
+    p.add_argument("--patience", type=positive_int, default=defaults.patience,
+                   help="validation evaluations without a better accuracy before a run stops")
+    p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 64, \"layers\": 2}'")
+    p.add_argument("--seed", type=random_seed, default=defaults.seed, help="seeds the splits and the models")
+    p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads")
+    p.set_defaults(handler=_cmd_study_examples)

@@ -1,0 +1,107 @@
+"""`clevr-game generate|answer|exhaustive`: the world's datasets.
+
+Module-level imports stay light: each handler imports what it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from clevr_game.cli_types import non_negative_int, positive_int, random_seed
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from clevr_game.generate import generate_dataset
+
+    generate_dataset(
+        out_dir=args.out,
+        num_scenes=args.num_scenes,
+        questions_per_scene=args.questions_per_scene,
+        seed=args.seed,
+        min_objects=args.min_objects,
+        max_objects=args.max_objects,
+        templates=args.templates,
+        clevr_templates=args.clevr_templates,
+        check_visibility=args.check_visibility,
+        scenes_file=args.scenes,
+        split=args.split,
+        progress=not args.no_progress,
+    )
+    out = Path(args.out)  # `--out data/` prints data/scenes.json, not data//scenes.json
+    print(f"wrote {out / 'scenes.json'} and {out / 'questions.json'}")
+    return 0
+
+
+def _cmd_answer(args: argparse.Namespace) -> int:
+    from clevr_game.answering import answer_files
+
+    correct, total = answer_files(args.scenes, args.questions, args.out)
+    print(f"accuracy: {correct}/{total}")
+    return 0
+
+
+def add_world_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `generate` and `answer` to the clevr-game command line."""
+    from clevr_game.generate import MIN_OBJECTS
+    from clevr_game.scene import MAX_OBJECTS
+
+    p = subparsers.add_parser("generate", help="random valid CLEVR scenes and template questions")
+    p.add_argument("--num-scenes", type=non_negative_int, default=100)
+    p.add_argument("--questions-per-scene", type=non_negative_int, default=10)
+    p.add_argument("--seed", type=random_seed, default=0)
+    p.add_argument("--min-objects", type=positive_int, default=MIN_OBJECTS)
+    p.add_argument("--max-objects", type=positive_int, default=MAX_OBJECTS)
+    p.add_argument("--templates", default=None, metavar="own|clevr|both|PATH",
+                   help="question templates: the project's own (default), CLEVR 1.0's, both, or a template file or folder")
+    p.add_argument("--clevr-templates", default=None, metavar="DIR",
+                   help="CLEVR 1.0's template folder, for --templates clevr or both (not shipped with the project)")
+    p.add_argument("--scenes", default=None, metavar="SCENES_JSON",
+                   help="ask the questions about these scenes (a CLEVR scenes file) instead of generating new ones")
+    p.add_argument("--check-visibility", action="store_true",
+                   help="redraw scenes where an object shows fewer than CLEVR's 200 pixels (renders an index pass)")
+    p.add_argument("--split", default="new")
+    p.add_argument("--out", default="clevr_output")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_generate)
+
+    p = subparsers.add_parser("answer", help="execute every question's program; last line `accuracy: X/Y`")
+    p.add_argument("--scenes", required=True)
+    p.add_argument("--questions", required=True)
+    p.add_argument("--out", default=None, help="write predictions JSON here")
+    p.set_defaults(handler=_cmd_answer)
+
+
+def _cmd_exhaustive(args: argparse.Namespace) -> int:
+    import shlex
+
+    from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
+
+    # The command as parsed, every option spelt out: it rebuilds the dataset however it was typed.
+    command = ["clevr-game", "exhaustive", "--objects", str(args.objects), "--hops", args.hops, "--seed",
+               str(args.seed), "--out", args.out, "--questions-per-family", str(args.questions_per_family)]
+    if args.stationary is not None:
+        command += ["--stationary", str(args.stationary)]
+    summary = build_exhaustive(ExhaustiveOptions(
+        objects=args.objects, hops=args.hops, seed=args.seed, out=args.out, stationary=args.stationary,
+        questions_per_family=args.questions_per_family, command=shlex.join(command),
+    ), log=print)
+    print(summary.last_line())
+    return 0
+
+
+def add_exhaustive_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `exhaustive` to the clevr-game command line."""
+    from clevr_game.exhaustive import HOPS, OBJECT_COUNTS, ExhaustiveOptions
+
+    p = subparsers.add_parser("exhaustive", help="every placement of a few objects on the 7 x 7 grid, with one-/two-hop "
+                              "questions; last line `scenes: V valid of T placements`")
+    p.add_argument("--objects", type=positive_int, choices=list(OBJECT_COUNTS), required=True)
+    p.add_argument("--hops", choices=list(HOPS), required=True,
+                   help="one-hop questions, two-hop questions, or both")
+    p.add_argument("--seed", type=random_seed, default=0, help="draws the base objects and the questions")
+    p.add_argument("--out", required=True)
+    p.add_argument("--stationary", type=non_negative_int, default=ExhaustiveOptions.stationary,
+                   help="objects kept on one drawn cell (default: 1 of 4 objects, else none)")
+    p.add_argument("--questions-per-family", type=positive_int, default=ExhaustiveOptions.questions_per_family)
+    p.set_defaults(handler=_cmd_exhaustive)

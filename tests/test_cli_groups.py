@@ -1,0 +1,41 @@
+"""The command line only lists command groups: each package's `commands` module adds its own."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from clevr_game.cli import COMMAND_GROUPS, build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _handlers(parser: argparse.ArgumentParser, path: str = "") -> dict[str, object]:
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.update(_handlers(sub, f"{path} {name}".strip()))
+    if not found and path:
+        found[path] = parser.get_default("handler")
+    return found
+
+
+def test_every_command_is_handled_in_a_packages_commands_module() -> None:
+    modules = {module for module, _ in COMMAND_GROUPS}
+    handlers = _handlers(build_parser())
+    top_level = list(dict.fromkeys(command.split()[0] for command in handlers))
+    assert top_level == ["generate", "answer", "play", "attack", "benchmark", "report", "poc", "export",
+                         "adversarial-training", "players", "render", "exhaustive", "study"]
+    stray = {command: handler.__module__ for command, handler in handlers.items()
+             if handler.__module__ not in modules}
+    assert stray == {}
+
+
+def test_the_help_loads_no_learning_library_nor_blender() -> None:
+    code = ("import sys; from clevr_game.cli import build_parser; build_parser().format_help(); "
+            "print(sorted(m for m in ('torch', 'bpy', 'stable_baselines3') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
