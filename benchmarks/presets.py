@@ -145,6 +145,7 @@ def default_pool(preset: Preset, folder: Path, *, clevr_templates: str | None, p
     with the project's own (`--templates both`); without it, the own templates
     alone, with a one-line notice on stderr.
     """
+    from clevr_game.atomic import write_text_atomic
     from clevr_game.dataset import dataset_files
     from clevr_game.errors import InputError
     from clevr_game.generate import generate_dataset
@@ -165,7 +166,7 @@ def default_pool(preset: Preset, folder: Path, *, clevr_templates: str | None, p
                f"{preset.pool_questions_per_scene} --seed {POOL_SEED} --check-visibility"
                + (f" --templates both --clevr-templates {clevr_templates}" if templates else "")
                + f" --out {folder}")
-    (folder.parent / POOL_COMMAND_FILE).write_text(command + "\n", encoding="utf-8")
+    write_text_atomic(folder.parent / POOL_COMMAND_FILE, command + "\n")
     return str(folder)
 
 
