@@ -21,7 +21,7 @@ from clevr_game.generate import generate_dataset
 from clevr_game.programs import execute, execute_scene
 from clevr_game.scene import project_to_pixels
 from clevr_game.text import default_word_vocabulary
-from clevr_game.vocab import CLEVR
+from clevr_game.vocab import ATTRIBUTES, CLEVR
 from players.pixel.checkpoint import load_player_file, player_file_from, save_player_file
 from players.pixel.data import load_pixel_data
 from players.pixel.images import (
@@ -32,12 +32,20 @@ from players.pixel.images import (
     parse_image_size,
 )
 from players.pixel.models import FiLMConfig, FiLMNetwork, PixelRelationNetwork, PixelRNConfig
-from players.pixel.neuro_symbolic import facts_of
+from players.pixel.neuro_symbolic import (
+    ANSWERED,
+    FELL_BACK,
+    REPAIRED,
+    alternatives_from_maps,
+    execute_on,
+    facts_of,
+)
 from players.pixel.parser import ParserConfig, ProgramParser
 from players.pixel.perception import (
     ATTRIBUTE_SIZES,
     STRIDE,
     PerceptionMaps,
+    SceneTargets,
     decode_maps,
     heatmap_targets,
     scene_targets,
@@ -163,6 +171,31 @@ def test_constrained_decoding_always_writes_one_complete_program(train_data: Pat
 # ---------------------------------------------------------------- perception decoding
 
 
+ATTRIBUTE_STARTS = np.cumsum((0, *ATTRIBUTE_SIZES[:-1]))
+
+
+def _perfect_maps(targets: SceneTargets) -> tuple[PerceptionMaps, list[list[tuple[int, int]]]]:
+    """Maps a perfect perception network would give (certain centres, exact offsets, one-hot attributes),
+    and per scene the (row, column) cell of each object."""
+    batch = targets.points.shape[0]
+    height, width = 96 // STRIDE, 128 // STRIDE
+    logits = torch.full((batch, height, width), -20.0)
+    offsets = torch.zeros(batch, 2, height, width)
+    attributes = torch.zeros(batch, sum(ATTRIBUTE_SIZES), height, width)
+    cells: list[list[tuple[int, int]]] = []
+    for b in range(batch):
+        cells.append([])
+        for slot in range(int(targets.present[b].sum())):
+            x, y = (targets.points[b, slot] / STRIDE).tolist()
+            row, column = int(y), int(x)
+            cells[b].append((row, column))
+            logits[b, row, column] = 20.0
+            offsets[b, :, row, column] = torch.tensor([x - column, y - row])
+            for k, start in enumerate(ATTRIBUTE_STARTS):
+                attributes[b, start + int(targets.attributes[b, slot, k]), row, column] = 10.0
+    return PerceptionMaps(logits, offsets, attributes), cells
+
+
 def test_perfect_maps_decode_to_the_true_scene_and_its_answers(train_data: Path) -> None:
     scenes, questions, scene_of = load_dataset(*dataset_files(train_data))
     scenes = scenes[:6]
@@ -171,20 +204,7 @@ def test_perfect_maps_decode_to_the_true_scene_and_its_answers(train_data: Path)
     heat = heatmap_targets(targets, height, width, sigma=1.0)
     assert heat.shape == (6, height, width) and float(heat.max()) == 1.0
     assert ((heat == 1.0).sum(dim=(1, 2)) <= targets.present.sum(dim=1)).all()
-    # Maps a perfect perception network would give: certain centres, exact offsets, one-hot attributes.
-    logits = torch.full((6, height, width), -20.0)
-    offsets = torch.zeros(6, 2, height, width)
-    attributes = torch.zeros(6, sum(ATTRIBUTE_SIZES), height, width)
-    starts = np.cumsum((0, *ATTRIBUTE_SIZES[:-1]))
-    for b in range(6):
-        for slot in range(int(targets.present[b].sum())):
-            x, y = (targets.points[b, slot] / STRIDE).tolist()
-            row, column = int(y), int(x)
-            logits[b, row, column] = 20.0
-            offsets[b, :, row, column] = torch.tensor([x - column, y - row])
-            for k, start in enumerate(starts):
-                attributes[b, start + int(targets.attributes[b, slot, k]), row, column] = 10.0
-    perceived = decode_maps(PerceptionMaps(logits, offsets, attributes), 0.3, 128, 96)
+    perceived = decode_maps(_perfect_maps(targets)[0], 0.3, 128, 96)
     for scene, seen in zip(scenes, perceived, strict=True):
         assert len(seen.scores) == len(scene)
         order = [int(np.argmin(np.linalg.norm(seen.coords - c, axis=1))) for c in scene.coords()]
@@ -196,6 +216,53 @@ def test_perfect_maps_decode_to_the_true_scene_and_its_answers(train_data: Path)
             assert execute(question.program, facts_of(perceived[scene.image_index])) == question.answer
             asked += 1
     assert asked > 20
+
+
+def test_the_scene_before_any_repair_is_exactly_what_decode_maps_gives() -> None:
+    torch.manual_seed(5)
+    maps = PerceptionMaps(torch.randn(4, 24, 32) - 3.5, torch.rand(4, 2, 24, 32),
+                          torch.randn(4, sum(ATTRIBUTE_SIZES), 24, 32))
+    for seen, alternative in zip(decode_maps(maps, 0.3, 128, 96), alternatives_from_maps(maps, 0.3, 0.1, 128, 96),
+                                 strict=True):
+        base = alternative.scene()
+        assert 0 < len(seen.scores) < len(alternative.scores)  # candidates under the threshold exist
+        for name in ("coords", "attributes", "scores", "points"):
+            np.testing.assert_array_equal(getattr(base, name), getattr(seen, name))
+
+
+@pytest.mark.parametrize("damage", ["missed object", "second-best colour"])
+def test_a_program_with_no_answer_is_repaired_by_the_likeliest_edit_and_an_answer_is_never_changed(
+        train_data: Path, damage: str) -> None:
+    scenes, questions, scene_of = load_dataset(*dataset_files(train_data))
+    targets = scene_targets(scenes, 128, 96)
+    maps, cells = _perfect_maps(targets)
+    colour = ATTRIBUTES.index("color")
+    # Scenes whose object centres are each a peak of its own (no two within one cell of each other).
+    clear = {b for b, cell in enumerate(cells) if len(cell) == len(scenes[b]) and all(
+        max(abs(r - q), abs(c - d)) >= 2 for i, (r, c) in enumerate(cell) for q, d in cell[i + 1:])}
+    assert len(clear) > 30
+    for b in clear:  # one object per scene, barely missed or given a wrong colour
+        row, column = cells[b][0]
+        if damage == "missed object":
+            maps.heat[b, row, column] = float(np.log(0.2 / 0.8))  # probability 0.2: under 0.3, over 0.1
+        else:
+            true_colour = int(targets.attributes[b, 0, colour])
+            wrong = (true_colour + 1) % ATTRIBUTE_SIZES[colour]
+            maps.attributes[b, ATTRIBUTE_STARTS[colour] + wrong, row, column] = 11.0
+    alternatives = alternatives_from_maps(maps, 0.3, 0.1, 128, 96)
+    damaged = [a.scene() for a in alternatives]
+    repaired = 0
+    for question, scene in zip(questions, scene_of, strict=True):
+        if scene.image_index not in clear:
+            continue
+        on_damaged, came = execute_on(question.program, damaged[scene.image_index], {}, "no")
+        answer, repaired_came = execute_on(question.program, alternatives[scene.image_index], {}, "no")
+        if came == ANSWERED:
+            assert (answer, repaired_came) == (on_damaged, ANSWERED)  # an answer the scene has is kept
+        else:
+            assert came == FELL_BACK and (answer, repaired_came) == (question.answer, REPAIRED), question.text
+            repaired += 1
+    assert repaired >= 10
 
 
 # ---------------------------------------------------------------- shapes and batching

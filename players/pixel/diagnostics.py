@@ -40,7 +40,15 @@ from clevr_game.vocab import ATTRIBUTES
 from players.families import question_family
 from players.pixel.checkpoint import PixelPlayerFile, load_player_file
 from players.pixel.images import dataset_images
-from players.pixel.neuro_symbolic import NeuroSymbolicNetwork, execute_on, parse, perceive
+from players.pixel.neuro_symbolic import (
+    FELL_BACK,
+    REPAIRED,
+    NeuroSymbolicNetwork,
+    PerceivedAlternatives,
+    execute_on,
+    parse,
+    perceive_alternatives,
+)
 from players.pixel.perception import PERCEIVED_VOCABULARY, PerceivedScene
 from players.pixel.program_tokens import arities, program_to_tokens
 from players.pixel.projection import image_points
@@ -110,8 +118,9 @@ def perception_report(scenes: list[Scene], perceived: list[PerceivedScene], widt
 
 
 def diagnose(player_file: PixelPlayerFile, folder: str | os.PathLike[str], *, limit: int | None = None,
-             render_workers: int = 1, batch_size: int = 256, examples: int = 0) -> dict[str, Any]:
-    """The report described in the module doc, as a dict of plain values."""
+             render_workers: int = 1, batch_size: int = 256, examples: int = 0,
+             repair: bool | None = None) -> dict[str, Any]:
+    """The report described in the module doc, as a dict of plain values; `repair` None: as the file says."""
     if player_file.kind != "neuro-symbolic":
         raise InputError(f"diagnostics are for the neuro-symbolic player, not a {player_file.kind!r} file")
     model = player_file.build()
@@ -123,11 +132,15 @@ def diagnose(player_file: PixelPlayerFile, folder: str | os.PathLike[str], *, li
     questions = load_questions(questions_path)[:limit]
     row_of = {(s.image_index if s.image_index is not None else i): i for i, s in enumerate(scenes)}
     used = sorted({row_of[q.image_index] for q in questions})
-    perceived: dict[int, PerceivedScene] = {}
+    alternatives: dict[int, PerceivedAlternatives] = {}
     for start in range(0, len(used), 64):
         rows = used[start:start + 64]
-        for row, seen in zip(rows, perceive(model, torch.from_numpy(stack[rows]), spec.width, spec.height), strict=True):
-            perceived[row] = seen
+        seen = perceive_alternatives(model, torch.from_numpy(stack[rows]), spec.width, spec.height)
+        alternatives.update(zip(rows, seen, strict=True))
+    perceived = {row: alternatives[row].scene() for row in used}
+    # What the player executes on: the alternatives when it repairs, else the scene as perceived.
+    repairing = model.config.repair if repair is None else repair
+    executed_on: dict[int, PerceivedScene | PerceivedAlternatives] = dict(alternatives if repairing else perceived)
     words = np.stack([vocabulary.encode(q.text, MAX_QUESTION_TOKENS) for q in questions])
     programs = []
     for start in range(0, len(questions), batch_size):
@@ -143,16 +156,16 @@ def diagnose(player_file: PixelPlayerFile, folder: str | os.PathLike[str], *, li
     for question, program in zip(questions, programs, strict=True):
         row = row_of[question.image_index]
         truth = str(question.answer).strip().lower()
-        seen_facts_answer, fell_back = execute_on(program, perceived[row], player_file.fallback, "no")
-        end_to_end = seen_facts_answer == truth
+        answer, came = execute_on(program, executed_on[row], player_file.fallback, "no")
+        end_to_end = answer == truth
         exact = program_to_tokens(program) == program_to_tokens(question.program)
         parser_right = _safe_execute(program, true_facts[row]) == truth
-        perception_right = execute_on(question.program, perceived[row], player_file.fallback, "no")[0] == truth
+        perception_right = execute_on(question.program, executed_on[row], player_file.fallback, "no")[0] == truth
         family = question_family(question)
         tally = by_family.setdefault(family, Counter())
         for name, value in (("questions", True), ("right", end_to_end), ("program_exact", exact),
                             ("parser_answer_right", parser_right), ("perception_answer_right", perception_right),
-                            ("fallback", fell_back),
+                            ("fallback", came == FELL_BACK), ("repaired", came == REPAIRED),
                             ("fixed_camera_changes_answer", _safe_execute(question.program, fixed_facts[row]) != truth)):
             counts[name] += value
             tally[name] += value
@@ -168,13 +181,13 @@ def diagnose(player_file: PixelPlayerFile, folder: str | os.PathLike[str], *, li
                                      "true": " ".join(program_to_tokens(question.program))})
     total = max(counts["questions"], 1)
     shares = {name: round(counts[name] / total, 4) for name in (
-        "right", "program_exact", "parser_answer_right", "perception_answer_right", "fallback",
+        "right", "program_exact", "parser_answer_right", "perception_answer_right", "fallback", "repaired",
         "fixed_camera_changes_answer", "wrong_parser_only", "wrong_perception_only", "wrong_both", "wrong_neither")}
     families = {family: {name: round(tally[name] / tally["questions"], 4) for name in (
         "right", "program_exact", "parser_answer_right", "perception_answer_right")} | {"questions": tally["questions"]}
         for family, tally in sorted(by_family.items())}
     report: dict[str, Any] = {
-        "questions": counts["questions"], **shares, "families": families,
+        "questions": counts["questions"], "repair": repairing, **shares, "families": families,
         "perception": perception_report([scenes[r] for r in used], [perceived[r] for r in used], spec.width, spec.height),
         "unknown_words_in_wrong_parses": dict(unknown_words.most_common(20)),
     }
@@ -190,13 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
     parser.add_argument("--examples", type=int, default=0, help="show this many wrongly parsed questions")
     parser.add_argument("--render-workers", type=int, default=1)
+    parser.add_argument("--no-repair", action="store_true", help="answer on the scene as perceived, never repaired")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     weights = args.weights or shipped_path("neuro-symbolic.pt")
     try:
         report = diagnose(load_player_file(weights), args.data, limit=args.limit,
-                          render_workers=args.render_workers, examples=args.examples)
+                          render_workers=args.render_workers, examples=args.examples,
+                          repair=False if args.no_repair else None)
     except InputError as exc:
         print(f"diagnostics: error: {exc}")
         return exc.exit_status

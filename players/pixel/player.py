@@ -135,12 +135,12 @@ class NeuroSymbolicPlayer(PixelPlayer):
     def _answer_images(self, images: np.ndarray, image_of: np.ndarray, words: np.ndarray) -> list[str | list[str]]:
         assert isinstance(self.model, NeuroSymbolicNetwork)
         image_tensor, word_tensor = self._tensors(images, words)
-        answers, _, _, _ = answer_questions(
+        answered = answer_questions(
             self.model, image_tensor, word_tensor, image_of,
             arity=self.arity, tokens=self.file.program_tokens, fallback=self.file.fallback,
             width=self.image_spec.width, height=self.image_spec.height,
         )
-        return list(answers)
+        return list(answered.answers)
 
     @torch.inference_mode()
     def perceive(self, image_path: str | os.PathLike[str]) -> Scene:

@@ -216,16 +216,17 @@ class NeuroSymbolicTask:
         self.model.eval()
         count = min(len(data), limit or len(data))
         correct = torch.zeros(count, dtype=torch.bool)
-        exact_programs = fell_back = counted_right = scenes_seen = 0
+        exact_programs = fell_back = repaired = counted_right = scenes_seen = 0
         for start in range(0, count, batch_size):
             indices = torch.arange(start, min(start + batch_size, count))
             scenes, image_of = image_rows(data, indices)
-            answers, programs, perceived, fallbacks = answer_questions(
+            answers, programs, perceived, fallbacks, repairs = answer_questions(
                 self.model, data.images[scenes].to(self.device), _words(data, indices).to(self.device), image_of,
                 arity=self.arity, tokens=self.tokens, fallback=self.fallback,
                 width=self.spec.width, height=self.spec.height,
             )
             fell_back += fallbacks
+            repaired += repairs
             for index, answer, program in zip(indices.tolist(), answers, programs, strict=True):
                 correct[index] = answer == data.answers_text[index]
                 exact_programs += program_to_tokens(program) == program_to_tokens(data.programs[index])
@@ -236,6 +237,7 @@ class NeuroSymbolicTask:
             "program_exact": round(exact_programs / max(count, 1), 4),
             "object_count_right": round(counted_right / max(scenes_seen, 1), 4),
             "fallback_share": round(fell_back / max(count, 1), 4),
+            "repaired_share": round(repaired / max(count, 1), 4),
         }
         return _scores(correct, data), extra
 
