@@ -8,12 +8,18 @@ Rows (value / baseline = ratio, higher is better):
   Baseline: `reference_execute` on the scene dicts with their stored relationships;
   fast: facts compiled once per scene and programs once (not timed), `execute` on
   them with the generated code a program gets once it is hot.
-- programs/s for one-shot programs, each new and run once: the fast side pays
-  compile_program (type check, interpreter steps) and runs on the interpreter.
+- programs/s for one-shot programs, each new and run once: the fast side pays its
+  type check, on the cold path (checked and answered in one walk, nothing built).
 - moves/s for the game's case, a moved scene each time. Baseline: relationships
   recomputed the plain-Python way (CLEVR's loop), then `reference_execute`; fast:
   `SceneFacts.from_arrays` + `execute`, and `facts.with_coords` + `execute` (what
   the game does, the attributes being fixed).
+- questions/s of the `clevr-game answer` command, whole process (start-up, reading,
+  answering), on 50,000 questions: CLEVR's templates asked 4 times on each of the
+  500 real val scenes (2,000 questions, as the project's generator asks them with
+  --templates clevr), repeated 25 times. Baseline: a plain script around CLEVR's own
+  question engine (benchmarks/clevr_engine_baseline.py), timed as a subprocess the
+  same way. A second row times both on an empty questions file: the start-up alone.
 Every row checks first that both sides give the same answers.
 """
 
@@ -24,6 +30,9 @@ import json
 import math
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -45,6 +54,8 @@ from clevr_game.scene import RELATION_THRESHOLD, parse_scene
 from clevr_game.vocab import RELATIONS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clevr_real"
+CLEVR_TEMPLATES = DATA.parent / "clevr_dataset_gen" / "templates"
+ENGINE_BASELINE = Path(__file__).resolve().with_name("clevr_engine_baseline.py")
 CHUNK = 100
 """Items per timed chunk: short timings are rarely hit by a burst of load elsewhere."""
 
@@ -214,13 +225,81 @@ def _moved_rows(scenes: list[dict[str, Any]], repeats: int) -> list[dict[str, An
     ]
 
 
+def answer_workload(folder: Path, scene_count: int, copies: int) -> tuple[Path, Path]:
+    """(scenes file, questions file): CLEVR's templates asked 4 times per real val scene, `copies` times over."""
+    from clevr_game.generate import generate_dataset
+
+    scenes_path = DATA / "CLEVR_val_scenes_500.json"
+    if scene_count < 500:
+        data = json.loads(scenes_path.read_text())
+        scenes_path = folder / "scenes.json"
+        scenes_path.write_text(json.dumps({"info": data["info"], "scenes": data["scenes"][:scene_count]}))
+    _, generated = generate_dataset(folder / "generated", 0, 4, seed=5, templates="clevr",
+                                    clevr_templates=CLEVR_TEMPLATES, scenes_file=scenes_path, progress=False)
+    data = json.loads(generated.read_text())
+    questions = [dict(q, question_index=copy * len(data["questions"]) + q["question_index"])
+                 for copy in range(copies) for q in data["questions"]]
+    questions_path = folder / f"questions_{len(questions)}.json"
+    questions_path.write_text(json.dumps({"info": data["info"], "questions": questions}))
+    return scenes_path, questions_path
+
+
+def _timed(command: list[str]) -> tuple[float, str]:
+    """Wall-clock seconds of a whole process, and its last line of output."""
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed: {done.stderr.strip()}")
+    return elapsed, done.stdout.strip().splitlines()[-1]
+
+
+def answer_command_rows(scene_count: int = 500, copies: int = 25, repeats: int = 3) -> list[dict[str, Any]]:
+    """`clevr-game answer` against the CLEVR-engine script, whole processes, best of `repeats` each."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        scenes_path, questions_path = answer_workload(folder, scene_count, copies)
+        count = len(json.loads(questions_path.read_text())["questions"])
+        empty_path = folder / "no_questions.json"
+        empty_path.write_text(json.dumps({"info": {}, "questions": []}))
+
+        def baseline(questions: Path, *out: str) -> list[str]:
+            return [sys.executable, str(ENGINE_BASELINE), str(scenes_path), str(questions), *out]
+
+        def ours(questions: Path, *out: str) -> list[str]:
+            return [sys.executable, "-m", "clevr_game.cli", "answer", "--scenes", str(scenes_path),
+                    "--questions", str(questions), *out]
+
+        # Same accuracy line and the very same predictions file, once, untimed.
+        _, expected = _timed(baseline(questions_path, "--out", str(folder / "baseline.json")))
+        _, got = _timed(ours(questions_path, "--out", str(folder / "ours.json")))
+        if got != expected or (folder / "ours.json").read_bytes() != (folder / "baseline.json").read_bytes():
+            raise AssertionError(f"answer command: {got!r} and predictions differ from the engine's {expected!r}")
+        rows = []
+        for name, questions in ((f"answer command, {count:,} questions", questions_path),
+                                ("answer command, start-up only", empty_path)):
+            best = [math.inf, math.inf]
+            for _ in range(repeats):  # the two take turns, so a slow phase of the machine hits both
+                for side, command in enumerate((baseline(questions), ours(questions))):
+                    best[side] = min(best[side], _timed(command)[0])
+            unit = "questions/s" if questions is questions_path else "runs/s"
+            work = count if questions is questions_path else 1
+            rows.append(_row(f"{name}: {best[0]:.2f} s vs {best[1]:.2f} s", unit, work / best[0], work / best[1]))
+        return rows
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    """Measure every row; `quick` uses 100 scenes and 3 repetitions instead of 500 and 7."""
+    """Measure every row; `quick` uses 100 scenes and 3 repetitions instead of 500 and 7.
+
+    The answer command's rows: 100 scenes and 2 repetitions of each process when quick
+    (10,000 questions), else the 500 scenes and 3 repetitions (50,000 questions).
+    """
     scenes = json.loads((DATA / "CLEVR_val_scenes_500.json").read_text())["scenes"]
     if quick:
         scenes = scenes[:100]
     repeats = 3 if quick else 7
-    return _program_rows(scenes, repeats) + [_one_shot_row(scenes, repeats)] + _moved_rows(scenes, repeats)
+    rows = _program_rows(scenes, repeats) + [_one_shot_row(scenes, repeats)] + _moved_rows(scenes, repeats)
+    return rows + answer_command_rows(len(scenes), 25, 2 if quick else 3)
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:

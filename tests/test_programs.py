@@ -27,15 +27,17 @@ from clevr_game.programs import (
     execute,
     execute_scene,
     execute_trace,
+    executor,
     parse_program,
     reference_execute,
 )
+from clevr_game.programs.cold import NotPlain, cold_answer
 from clevr_game.programs.executor import HOT_AFTER
 from clevr_game.programs.facts import relation_directions, relation_masks
 from clevr_game.programs.interpreter import _BUILDERS as interpreter_builders
 from clevr_game.programs.random_programs import ANSWER_TYPES, random_program
 from clevr_game.programs.reference import _run_node
-from clevr_game.programs.signatures import SIGNATURES
+from clevr_game.programs.signatures import SIGNATURES, check_program
 from clevr_game.scene import (
     DEFAULT_DIRECTIONS,
     load_scenes,
@@ -213,6 +215,107 @@ def test_every_clevr_template_compiles(clevr_templates_dir: Path) -> None:
             assert compiled.types[-1] != "ObjectSet"
             count += 1
     assert count == 90
+
+
+def test_cold_path_equals_reference_and_both_compiled_tiers(real_scene_dicts: list[dict[str, Any]]) -> None:
+    rng = random.Random(11)
+    outcomes = {"valid": 0, "invalid": 0}
+    for index, data in enumerate(real_scene_dicts[:400]):
+        facts = compile_scene_dict(data)
+        for _ in range(4):
+            drawn = random_program(rng, objects=data["objects"], composites=index % 2 == 1, odd_values=0.1)
+            expected = reference_execute(drawn, data)
+            assert cold_answer(drawn, facts) == expected, drawn
+            assert compile_program(drawn).interpreter.answer(facts) == expected
+            assert both_tiers(drawn, facts) == expected
+            outcomes["invalid" if expected == INVALID_ANSWER else "valid"] += 1
+    assert min(outcomes.values()) > 0.25 * sum(outcomes.values())
+
+
+def test_a_program_is_compiled_only_when_it_is_run_again() -> None:
+    facts = facts_of(np.array([[0, 1, 0, 0], [1, 1, 1, 1]]), np.array([[-2.0, 0.0, 0.35], [1.0, 1.0, 0.7]]))
+    fresh = program(("scene",), ("filter_color", [0], ["red"]), ("filter_material", [1], ["metal"]), ("count", [2]))
+
+    def compilations() -> int:
+        info = executor._compile_cached.cache_info()
+        return info.hits + info.misses
+
+    before = compilations()
+    assert execute(fresh, facts) == "1"
+    assert compilations() == before  # answered cold: nothing looked up, nothing built
+    assert execute(fresh, facts) == "1"
+    assert execute(fresh, facts) == "1"
+    assert compilations() == before + 1  # compiled on the second run, found by identity after
+    assert executor._BY_IDENTITY[id(fresh)] == (fresh, compile_program(fresh))
+    # A list is never kept by identity (it could change): compiled (and cached by content) every time.
+    assert execute(list(fresh), facts) == "1"
+
+
+_MUTATIONS = (
+    "function", "input -1", "input itself", "input later", "input True", "input 0.0", "inputs list",
+    "input dropped", "input added", "inputs swapped", "value int", "values dropped", "values list",
+    "relation above", "value empty", "node dict", "function unhashable",
+)
+
+
+def _mutated(drawn: tuple[Node, ...], data: st.DataObject) -> tuple:
+    """`drawn` with one node or field made odd: the kind of thing only the full check should judge."""
+    index = data.draw(st.integers(0, len(drawn) - 1))
+    node, kind = drawn[index], data.draw(st.sampled_from(_MUTATIONS))
+    function, inputs, values = node.function, node.inputs, node.value_inputs
+    first_input = {"input -1": -1, "input itself": index, "input later": index + 3, "input True": True,
+                   "input 0.0": 0.0}
+    if kind == "function":
+        function = data.draw(st.sampled_from(sorted(ALL_FUNCTIONS)))
+    elif kind in first_input:
+        inputs = (first_input[kind], *inputs[1:])
+    elif kind == "inputs list":
+        inputs = list(inputs)
+    elif kind == "input dropped":
+        inputs = inputs[1:]
+    elif kind == "input added":
+        inputs = (*inputs, 0)
+    elif kind == "inputs swapped":
+        inputs = tuple(reversed(inputs))
+    elif kind == "value int":
+        values = (*values, 3)
+    elif kind == "values dropped":
+        values = ()
+    elif kind == "values list":
+        values = list(values)
+    elif kind == "relation above":
+        values = ("above", *values[1:])
+    elif kind == "value empty":
+        values = ("", *values[1:])
+    replaced: Any = Node(function, inputs, values)  # type: ignore[arg-type]
+    if kind == "node dict":
+        replaced = node.to_json()
+    elif kind == "function unhashable":
+        replaced = Node([function], inputs, values)  # type: ignore[arg-type]
+    return drawn[:index] + (replaced,) + drawn[index + 1:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.data())
+def test_cold_path_answers_exactly_what_the_full_check_accepts(seed: int, data: st.DataObject) -> None:
+    ids = np.array([[0, 1, 0, 0], [1, 1, 1, 1], [0, 2, 0, 2]])
+    coords = np.array([[-2.0, 0.0, 0.35], [0.0, 1.0, 0.7], [2.0, -1.0, 0.35]])
+    facts, scene = facts_of(ids, coords), scene_dict(ids, coords)
+    drawn = _mutated(random_program(random.Random(seed), objects=scene["objects"]), data)
+    try:
+        check_program(drawn)  # type: ignore[arg-type]
+    except InputError as exc:
+        with pytest.raises(NotPlain):
+            cold_answer(drawn, facts)  # type: ignore[arg-type]
+        with pytest.raises(InputError) as raised:
+            execute(drawn, facts)  # type: ignore[arg-type]
+        assert str(raised.value) == str(exc)
+        return
+    try:
+        answer = cold_answer(drawn, facts)  # type: ignore[arg-type]
+    except NotPlain:  # allowed: the full check accepts something unusual; execute still answers it
+        answer = execute(drawn, facts)  # type: ignore[arg-type]
+    assert answer == reference_execute(drawn, scene) == both_tiers(drawn, facts)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ properties
@@ -473,6 +576,17 @@ def test_compile_errors_name_the_node(nodes: tuple, message: str) -> None:
     if nodes:
         with pytest.raises(InputError, match=message):
             execute(program(*nodes), facts_of(np.zeros((0, 4), dtype=np.int64), np.zeros((0, 3))))
+
+
+def test_a_program_equal_to_a_compiled_one_is_still_checked() -> None:
+    facts = facts_of(np.array([[0, 1, 0, 0]]), np.array([[0.0, 0.0, 0.35]]))
+    assert execute(compile_program(program(("scene",), ("count", [0]))).program, facts) == "1"
+    for odd_index in (0.0, False):  # == 0, and hashed alike, but not an index the check takes
+        odd = (Node("scene"), Node("count", (odd_index,)))
+        with pytest.raises(InputError, match="program node 1: input 0 must be the index of an earlier node"):
+            compile_program(odd)  # type: ignore[arg-type]
+        with pytest.raises(InputError, match="program node 1: input 0 must be the index"):
+            execute(odd, facts)  # type: ignore[arg-type]
 
 
 def test_unhashable_node_fields_are_input_errors() -> None:

@@ -79,26 +79,26 @@ def check_program(program: Program) -> list[str]:
         raise InputError("program must be a non-empty tuple of nodes")
     types: list[str] = []
     for index, node in enumerate(program):
-        # The common case in a few cheap tests; anything unusual gets the full check.
+        # The common case in a few cheap tests, inline (this runs once per new program);
+        # anything unusual gets the full check, which names what is wrong.
         spec = _SPECS.get(node.function) if type(node) is Node and type(node.function) is str else None
-        if spec is None or not _plainly_valid(node, index, spec, types):
-            types.append(_check_node(node, index, types))
-        else:
-            types.append(spec[1])
+        if spec is not None:
+            expected, output, needed, relates = spec
+            inputs, values = node.inputs, node.value_inputs
+            if type(inputs) is tuple and type(values) is tuple and len(inputs) == len(expected) \
+                    and len(values) >= needed and not (relates and values[0] not in RELATIONS):
+                for position, source in enumerate(inputs):
+                    if type(source) is not int or not 0 <= source < index or types[source] != expected[position]:
+                        break
+                else:
+                    for value in values:
+                        if type(value) is not str:
+                            break
+                    else:
+                        types.append(output)
+                        continue
+        types.append(_check_node(node, index, types))
     return types
-
-
-def _plainly_valid(node: Node, index: int, spec: tuple[tuple[str, ...], str, int, bool], types: list[str]) -> bool:
-    expected, _, needed, relates = spec
-    inputs, values = node.inputs, node.value_inputs
-    if type(inputs) is not tuple or type(values) is not tuple:
-        return False
-    if len(inputs) != len(expected) or len(values) < needed or (relates and values[0] not in RELATIONS):
-        return False
-    for source, kind in zip(inputs, expected, strict=False):  # lengths checked above
-        if type(source) is not int or not 0 <= source < index or types[source] != kind:
-            return False
-    return all(type(value) is str for value in values)
 
 
 def _check_node(node: Node, index: int, types: list[str]) -> str:
