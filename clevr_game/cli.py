@@ -18,33 +18,51 @@ from clevr_game.errors import ClevrGameError
 
 Handler = Callable[[argparse.Namespace], int | None]
 
-COMMAND_GROUPS: tuple[tuple[str, str], ...] = (
-    ("clevr_game.commands", "add_world_commands"),  # generate, answer
-    ("envs.commands", "add_game_commands"),  # play
-    ("agents.commands", "add_attack_commands"),  # attack
-    ("benchmarks.commands", "add_benchmark_commands"),  # benchmark, report
-    ("clevr_game.asp.commands", "add_poc_commands"),  # poc ...
-    ("clevr_game.export.commands", "add_export_commands"),  # export
-    ("benchmarks.commands", "add_adversarial_training_commands"),  # adversarial-training
-    ("players.commands", "add_player_commands"),  # players train|eval
-    ("clevr_game.render.commands", "add_render_commands"),  # render
-    ("clevr_game.commands", "add_exhaustive_commands"),  # exhaustive
-    ("benchmarks.commands", "add_study_commands"),  # study examples
+COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("clevr_game.commands", "add_generate_commands", ("generate",)),
+    ("clevr_game.commands", "add_answer_commands", ("answer",)),
+    ("envs.commands", "add_game_commands", ("play",)),
+    ("agents.commands", "add_attack_commands", ("attack",)),
+    ("benchmarks.commands", "add_benchmark_commands", ("benchmark", "report")),
+    ("clevr_game.asp.commands", "add_poc_commands", ("poc",)),
+    ("clevr_game.export.commands", "add_export_commands", ("export",)),
+    ("benchmarks.commands", "add_adversarial_training_commands", ("adversarial-training",)),
+    ("players.commands", "add_player_commands", ("players",)),
+    ("clevr_game.render.commands", "add_render_commands", ("render",)),
+    ("clevr_game.commands", "add_exhaustive_commands", ("exhaustive",)),
+    ("benchmarks.commands", "add_study_commands", ("study",)),
 )
-"""(module, function) adding each command group, in the order `clevr-game --help` lists them."""
+"""(module, function, the commands it adds) for each command group, in the order `clevr-game --help` lists them."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given the arguments, only the chosen command's group is imported.
+
+    A command's group module imports its options' dataclasses (and through them
+    numpy or gymnasium); building every group costs a quick command such as
+    `answer` a third of a second, so the others are left out unless the
+    arguments name no known command (then `--help` and errors list them all).
+    """
     parser = argparse.ArgumentParser(prog="clevr-game", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module, add_commands in COMMAND_GROUPS:
+    chosen = _chosen_command(argv)
+    groups = [g for g in COMMAND_GROUPS if chosen in g[2]] or COMMAND_GROUPS
+    for module, add_commands, _ in groups:
         getattr(importlib.import_module(module), add_commands)(subparsers)
     return parser
 
 
+def _chosen_command(argv: Sequence[str] | None) -> str | None:
+    """The first argument when it is an option-free command name (top-level options are only -h)."""
+    if not argv:
+        return None
+    return argv[0] if not argv[0].startswith("-") else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
     handler: Handler = args.handler
     try:
         return int(handler(args) or 0)

@@ -41,8 +41,8 @@ def _cmd_answer(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_world_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add `generate` and `answer` to the clevr-game command line."""
+def add_generate_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `generate` to the clevr-game command line."""
     from clevr_game.generate import MIN_OBJECTS
     from clevr_game.scene import MAX_OBJECTS
 
@@ -65,6 +65,9 @@ def add_world_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_generate)
 
+
+def add_answer_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `answer` to the clevr-game command line (its parser imports nothing: the command is often timed)."""
     p = subparsers.add_parser("answer", help="execute every question's program; last line `accuracy: X/Y`")
     p.add_argument("--scenes", required=True)
     p.add_argument("--questions", required=True)

@@ -24,7 +24,7 @@ def _handlers(parser: argparse.ArgumentParser, path: str = "") -> dict[str, obje
 
 
 def test_every_command_is_handled_in_a_packages_commands_module() -> None:
-    modules = {module for module, _ in COMMAND_GROUPS}
+    modules = {module for module, _, _ in COMMAND_GROUPS}
     handlers = _handlers(build_parser())
     top_level = list(dict.fromkeys(command.split()[0] for command in handlers))
     assert top_level == ["generate", "answer", "play", "attack", "benchmark", "report", "poc", "export",
@@ -32,6 +32,18 @@ def test_every_command_is_handled_in_a_packages_commands_module() -> None:
     stray = {command: handler.__module__ for command, handler in handlers.items()
              if handler.__module__ not in modules}
     assert stray == {}
+    assert top_level == [command for _, _, commands in COMMAND_GROUPS for command in commands]
+
+
+def test_a_command_builds_only_its_own_group() -> None:
+    for _, _, commands in COMMAND_GROUPS:
+        for command in commands:
+            chosen = build_parser([command, "--help"])._subparsers._group_actions[0].choices
+            assert set(chosen) == set(commands)
+    code = ("import sys; from clevr_game.cli import build_parser; build_parser(['answer', '-h']); "
+            "print(sorted(m for m in ('numpy', 'gymnasium', 'clevr_game.generate') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_the_help_loads_no_learning_library_nor_blender() -> None:
