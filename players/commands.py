@@ -37,7 +37,7 @@ def _model_config(text: str | None) -> dict:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from players.training import TrainingOptions, train
+    from players.state.training import TrainingOptions, train
 
     if args.steps <= 0 or args.batch_size <= 0:
         raise InputError("--steps and --batch-size must be positive")
