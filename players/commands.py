@@ -43,8 +43,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise InputError("--steps and --batch-size must be positive")
     if args.player in PIXEL_TRAINABLE and (
             args.extra or (args.init and args.player not in ("object-transformer", "neuro-symbolic"))):
-        raise InputError(f"--extra and --init are for the state players (and --init for the object-transformer "
-                         f"and neuro-symbolic), not {args.player}")
+        raise InputError(f"--extra and --init are for the state players (and --init for neuro-symbolic too, "
+                         f"like --init for the object-transformer), not {args.player}")
     if args.parser_only and args.player != "neuro-symbolic":
         raise InputError(f"--parser-only is for neuro-symbolic, not {args.player}")
     if args.player in PIXEL_TRAINABLE:
