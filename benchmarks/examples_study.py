@@ -254,7 +254,11 @@ class StudyOutcome:
 
 
 def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> StudyOutcome:
-    """Every pending trial in order (dataset, player, fraction, trial), then the figure and the report."""
+    """Every pending trial, trial by trial (then dataset, player, fraction), then the figure and the report.
+
+    Trial-major order: a study cut by --max-minutes already covers every dataset and
+    fraction with the trials it finished, and a later run adds the next ones.
+    """
     import torch
 
     from clevr_game.dataset import dataset_files
@@ -274,8 +278,8 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     _check_settings(records, options, out)
     torch.set_num_threads(options.threads)
     deadline = None if options.max_minutes is None else time.monotonic() + options.max_minutes * 60
-    planned = [(folder, player, fraction, trial) for folder in options.data for player in options.players
-               for fraction in options.fractions for trial in range(options.trials)]
+    planned = [(folder, player, fraction, trial) for trial in range(options.trials) for folder in options.data
+               for player in options.players for fraction in options.fractions]
     pending = [p for p in planned if trial_key(dataset_name(p[0]), *p[1:]) not in records]
     log(f"{len(planned)} trials planned, {len(planned) - len(pending)} recorded, {len(pending)} to run")
     work = out / "work"
