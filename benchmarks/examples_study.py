@@ -50,7 +50,7 @@ STATE_PLAYERS = ("state-transformer", "state-rn")
 PIXEL_PLAYERS = ("pixel-rn", "film", "neuro-symbolic")
 
 _SETTINGS = ("steps", "batch_size", "learning_rate", "warmup_steps", "eval_every", "patience",
-             "validation_share", "model_config", "seed")
+             "validation_share", "max_validation_scenes", "model_config", "seed")
 """Options a recorded trial depends on: a rerun into the same results must use the same."""
 
 
@@ -82,6 +82,8 @@ class StudyOptions:
     """Validation evaluations without a better accuracy before a run stops."""
     validation_share: float = 0.1
     """Share of the train part's scenes held out for early stopping (at least one scene)."""
+    max_validation_scenes: int = 500
+    """At most this many validation scenes: a slice of 3,400 scenes would cost more than the training."""
     model_config: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     threads: int = 1
@@ -124,7 +126,8 @@ class SceneSplit:
     test: np.ndarray
 
 
-def split_scenes(scenes: np.ndarray, fraction: float, trial: int, seed: int, validation_share: float) -> SceneSplit:
+def split_scenes(scenes: np.ndarray, fraction: float, trial: int, seed: int, validation_share: float,
+                 max_validation_scenes: int | None = None) -> SceneSplit:
     """`fraction` of `scenes` to train on (a `validation_share` slice of them for early stopping), the rest unseen."""
     # Seeded by (seed, fraction, trial) only: every player and every rerun gets the same split.
     rng = np.random.default_rng([seed, round(fraction * 1_000_000), trial])
@@ -134,6 +137,8 @@ def split_scenes(scenes: np.ndarray, fraction: float, trial: int, seed: int, val
         raise InputError(f"--fractions {fraction:g}: {trained} of {len(scenes)} scenes to train on "
                          "(need at least 2, one of them for validation, and one unseen scene)")
     validation = min(max(1, int(round(validation_share * trained))), trained - 1)
+    if max_validation_scenes is not None:
+        validation = min(validation, max_validation_scenes)
     return SceneSplit(np.sort(order[validation:trained]), np.sort(order[:validation]), np.sort(order[trained:]))
 
 
@@ -205,7 +210,8 @@ def run_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, 
     from players.state.training import PreparedData, TrainingOptions, evaluate_tensors, train
 
     started = time.monotonic()
-    split = split_scenes(dataset.scenes, fraction, trial, options.seed, options.validation_share)
+    split = split_scenes(dataset.scenes, fraction, trial, options.seed, options.validation_share,
+                         options.max_validation_scenes)
     fit, validation = questions_of(dataset.tensors, split.train), questions_of(dataset.tensors, split.validation)
     unseen = questions_of(dataset.tensors, split.test)
     run_dir = work / trial_key(dataset.name, player, fraction, trial)

@@ -157,3 +157,11 @@ def test_a_config_the_model_does_not_take_is_one_line(folder, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert status == 2 and "\n" not in err
     assert err.startswith("clevr-game: error: --config for state-transformer: ") and "widht" in err
+
+
+def test_the_validation_slice_is_capped_in_scenes(dataset):
+    capped = split_scenes(dataset.scenes, 0.9, trial=0, seed=0, validation_share=0.5, max_validation_scenes=3)
+    uncapped = split_scenes(dataset.scenes, 0.9, trial=0, seed=0, validation_share=0.5)
+    assert len(capped.validation) == 3 < len(uncapped.validation)
+    assert np.array_equal(capped.test, uncapped.test)  # the unseen part does not depend on the cap
+    assert len(capped.train) + 3 == len(uncapped.train) + len(uncapped.validation)
