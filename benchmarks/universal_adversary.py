@@ -36,6 +36,10 @@ SPLIT_FILE = "split.json"
 PROGRESS_FILE = "progress.json"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
+WHO = {"universal": "universal (last policy)",
+       "universal_best_window": "universal (best 20-update window of training reward)",
+       "random": "random", "random_valid": "random valid"}
+"""The report's adversaries: the universal one is shown as trained to the end and as the attack default keeps it."""
 DEFAULT_STEPS = 50_000_000
 """Far more than an hour allows: the run ends by --max-minutes, and a later call continues it."""
 
@@ -156,7 +160,9 @@ def evaluate_universal(args: argparse.Namespace, split: dict[str, Any], out: Pat
                              A2CConfig(steps=DEFAULT_STEPS, num_envs=args.num_envs, max_entropy_coef=0.05,
                                        keep_best=True, seed=args.seed),
                              checkpoint=out / "runs" / "universal" / "checkpoint.pt")
+        last = {k: v.detach().clone() for k, v in trainer.adversary.state_dict().items()}
         trainer.use_best()
+        best = {k: v.detach().clone() for k, v in trainer.adversary.state_dict().items()}
         sets = {"train_sample": split["train"][:len(split["heldout"])], "heldout": split["heldout"],
                 "heldout_minigames": [i for game in split["heldout_minigames"] for i in game]}
         for name, ids in sets.items():
@@ -164,14 +170,18 @@ def evaluate_universal(args: argparse.Namespace, split: dict[str, Any], out: Pat
             game = Game(pool, player)
             features = FeatureCache(network, word_map, pool)
             everyone = list(range(len(pool)))
-            trained = evaluate(game, everyone, policy_actions(trainer.adversary, features), args.eval_samples,
-                               seed=args.seed + 1)
+            policies = {}
+            for policy, weights in (("universal", last), ("universal_best_window", best)):
+                trainer.adversary.load_state_dict(weights)
+                policies[policy] = evaluate(game, everyone, policy_actions(trainer.adversary, features),
+                                            args.eval_samples, seed=args.seed + 1)
             random = evaluate(game, everyone, random_actions(args.seed + 2), args.eval_samples, seed=args.seed + 1)
             random_valid = evaluate(game, everyone, random_valid_actions(game, args.seed + 3), args.eval_samples,
                                     seed=args.seed + 1)
-            results[name] = {"items": len(ids), "universal": scores(trained).to_json(),
+            results[name] = {"items": len(ids), **{p: scores(r).to_json() for p, r in policies.items()},
                              "random": scores(random).to_json(), "random_valid": scores(random_valid).to_json(),
-                             "per_item_drop": [r.dropped_share for r in trained if r.counted]}
+                             **{f"{p}_per_item_drop": [r.dropped_share for r in found if r.counted]
+                                for p, found in policies.items()}}
     return results
 
 
@@ -255,10 +265,10 @@ def report(args: argparse.Namespace, progress: dict[str, Any], universal: dict[s
     for name, label in (("train_sample", "training items (sample)"), ("heldout", "held-out items"),
                         ("heldout_minigames", "held-out mini-game items")):
         entry = universal[name]
-        for who in ("universal", "random", "random_valid"):
+        for who, name_shown in WHO.items():
             s = entry[who]
-            drop = cell(entry["per_item_drop"]) if who == "universal" else f"{s['drop']:.4f}"
-            lines.append(f"| {label} ({entry['items']}) | {who.replace('_', ' ')} | {drop} | "
+            drop = cell(entry[f"{who}_per_item_drop"]) if f"{who}_per_item_drop" in entry else f"{s['drop']:.4f}"
+            lines.append(f"| {label} ({entry['items']}) | {name_shown} | {drop} | "
                          f"{s['consistency']:.4f} | {s['invalid']:.4f} |")
     if minigames:
         lines.append(f"| held-out mini-game items ({len(per_mg)}) | per-mini-game adversaries "

@@ -34,7 +34,7 @@ def test_a_tiny_universal_run_resumes_and_reports(tmp_path):
     calls = json.loads((out / "progress.json").read_text())["calls"]
     assert len(calls) == 2 and calls[1]["from_step"] == calls[0]["to_step"] > 0
     report = (out / "report.md").read_text()
-    assert "| held-out items (20) | universal |" in report and "per-mini-game adversaries (1 x size 10" in report
+    assert "| held-out items (20) | universal (last policy) |" in report and "per-mini-game adversaries (1 x size 10" in report
     result = json.loads((out / "result.json").read_text())
     assert result["universal"]["heldout"]["universal"]["drop"] == 0.0  # the oracle never breaks
     assert (out / "learning_curve.png").stat().st_size > 0
