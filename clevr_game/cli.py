@@ -16,6 +16,9 @@ from collections.abc import Callable, Sequence
 
 from clevr_game.errors import ClevrGameError
 
+DESCRIPTION = ("Black-box robustness testing of visual reasoning models: CLEVR scenes and questions, "
+               "players, an adversary that moves objects, benchmarks, exports, CLEVR-POC.")
+
 Handler = Callable[[argparse.Namespace], int | None]
 
 COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -43,7 +46,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     `answer` a third of a second, so the others are left out unless the
     arguments name no known command (then `--help` and errors list them all).
     """
-    parser = argparse.ArgumentParser(prog="clevr-game", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="clevr-game", description=DESCRIPTION)
     subparsers = parser.add_subparsers(dest="command", required=True)
     chosen = _chosen_command(argv)
     groups = [g for g in COMMAND_GROUPS if chosen in g[2]] or COMMAND_GROUPS
