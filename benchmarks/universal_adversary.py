@@ -129,6 +129,7 @@ def train_universal(args: argparse.Namespace, split: dict[str, Any], out: Path) 
         "seconds": round(seconds, 1), "steps_per_second": round(steps / max(seconds, 1e-9), 1),
         "player_seconds": round(player.seconds, 1), "player_queries": player.queries,
         "feature_cache_seconds": round(feature_seconds, 1), "threads": args.threads,
+        "command": _command(),
     })
     progress["history"] = asdict(trainer.history)
     progress["best_update"] = trainer.best["update"] if trainer.best else None
@@ -218,14 +219,16 @@ def _curve_png(progress: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     history = progress["history"]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
-    top.plot(history["steps"], history["reward"], lw=0.6)
-    top.set_ylabel("mean reward (batch)")
-    bottom.plot(history["steps"], history["dropped"], lw=0.6, label="dropped share")
-    bottom.plot(history["steps"], history["invalid"], lw=0.6, label="invalid share")
-    bottom.set_xlabel("env steps")
-    bottom.legend()
-    fig.suptitle("universal adversary: training on the whole pool")
+    steps = history["steps"]
+    window = max(1, len(steps) // 200)  # the batch shares are noisy: a moving mean over 0.5% of training
+    fig, axes = plt.subplots(3, 1, figsize=(6, 6.5), sharex=True)
+    for ax, key, label in zip(axes, ("reward", "dropped", "invalid"),
+                              ("mean reward", "dropped share", "invalid share"), strict=True):
+        ax.plot(steps, history[key], lw=0.3, alpha=0.3, color="tab:blue")
+        ax.plot(steps, _windowed(history[key], window), lw=1.2, color="tab:blue")
+        ax.set_ylabel(label)
+    axes[-1].set_xlabel("env steps")
+    fig.suptitle(f"universal adversary: training batches (line: mean of {window} updates)")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100)
@@ -233,11 +236,19 @@ def _curve_png(progress: dict[str, Any], path: Path) -> None:
 
 
 def _windowed(values: list[float], window: int) -> list[float]:
-    return [float(np.mean(values[max(0, i - window + 1):i + 1])) for i in range(len(values))]
+    """The mean of each value and the `window - 1` before it."""
+    sums = np.cumsum(np.concatenate([[0.0], np.asarray(values, dtype=np.float64)]))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(0, ends - window)
+    return ((sums[ends] - sums[starts]) / (ends - starts)).tolist()
+
+
+def _command() -> str:
+    return "python -m benchmarks.universal_adversary " + " ".join(sys.argv[1:])
 
 
 def report(args: argparse.Namespace, progress: dict[str, Any], universal: dict[str, Any],
-           minigames: list[dict[str, Any]], out: Path) -> str:
+           minigames: list[dict[str, Any]], evaluated_by: str) -> str:
     from benchmarks.stats import bootstrap_ci
 
     calls = progress["calls"]
@@ -275,7 +286,10 @@ def report(args: argparse.Namespace, progress: dict[str, Any], universal: dict[s
                      f"({len(minigames)} x size {args.minigame_size}, {args.minigame_steps:,} steps each) | "
                      f"{cell(per_mg)} | {np.mean([m['consistency'] for m in minigames]):.4f} | "
                      f"{np.mean([m['invalid'] for m in minigames]):.4f} |")
-    lines += ["", "Command:", "", "```", "python -m benchmarks.universal_adversary " + " ".join(sys.argv[1:]), "```", ""]
+    trained_by = [c["command"] for c in calls if "command" in c]
+    lines += ["", "Training calls:" if trained_by else "Training command: not recorded in progress.json.", ""]
+    lines += ["```", *trained_by, "```", ""] if trained_by else []
+    lines += ["Evaluated by:", "", "```", evaluated_by, "```", ""]
     return "\n".join(lines)
 
 
@@ -294,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (two oversubscribe a busy 2-core machine: 20x slower measured)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--evaluate-only", action="store_true", help="no more training: evaluate and report")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rebuild report.md and the figure from OUT/result.json and OUT/progress.json")
     parser.add_argument("--out", default="results/universal")
     args = parser.parse_args(argv)
     from envs.items import load_items
@@ -302,6 +318,15 @@ def main(argv: list[str] | None = None) -> int:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     try:
         split = _load_split(out, [it.item_id for it in load_items(args.items)], args)
+        if args.report_only:
+            saved = read_json(out / RESULT_FILE)
+            progress = read_json(out / PROGRESS_FILE)
+            _curve_png(progress, out / "learning_curve.png")
+            text = report(args, progress, saved["universal"], saved["per_minigame"],
+                          saved.get("evaluation_command", "not recorded"))
+            write_text_atomic(out / REPORT_FILE, text)
+            print(text)
+            return 0
         if args.evaluate_only:
             progress = read_json(out / PROGRESS_FILE)
         else:
@@ -314,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     _curve_png(progress, out / "learning_curve.png")
     write_json_atomic(out / RESULT_FILE, {"options": vars(args), "training": progress["calls"],
                                           "best_update": progress["best_update"], "universal": universal,
-                                          "per_minigame": minigames})
-    text = report(args, progress, universal, minigames, out)
+                                          "per_minigame": minigames, "evaluation_command": _command()})
+    text = report(args, progress, universal, minigames, _command())
     write_text_atomic(out / REPORT_FILE, text)
     print(text)
     return 0
