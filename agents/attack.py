@@ -187,6 +187,7 @@ def run_attack(options: AttackOptions) -> dict:
         **trained_scores.to_json(),
         "random_consistency": random_scores.consistency,
         "random_drop": random_scores.drop,
+        **({"random_jaccard_loss": random_scores.jaccard_loss} if random_scores.jaccard_loss is not None else {}),
         "random_invalid": random_scores.invalid,
         # The random valid adversary: one or two objects moved, redrawn until every referee accepts.
         "random_valid_consistency": random_valid.consistency if random_valid else None,

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from clevr_game.asp.metrics import jaccard
 from clevr_game.programs import Program
 from envs.game import Game, Outcome
 from envs.moves import ACTION_DIMS, NUM_BINS, STAY_BIN, random_heads, stay_actions
+from players.protocol import SET_SEPARATOR
 
 ActionSource = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(B,) item indices and (B, 10) head assignments -> (B, 20) actions."""
@@ -45,6 +47,9 @@ class ItemResult:
     question_kind: str | None = None
     """What the question asks, from its program's last step: count, exist, compare or query."""
     valid_moves: list[Outcome] = field(default_factory=list, repr=False)
+    jaccard_loss: float | None = None
+    """Set answers (CLEVR-POC): the mean over counted moves of how much the answer's Jaccard index with
+    the true set fell (J(old, true) - J(new, true); an invalid move loses nothing). None for CLEVR items."""
 
     def to_json(self) -> dict:
         best = None
@@ -61,6 +66,7 @@ class ItemResult:
             "player_errors": self.player_errors,
             "family": self.family, "question_kind": self.question_kind,
             "best_manipulation": best,
+            **({"jaccard_loss": self.jaccard_loss} if self.jaccard_loss is not None else {}),
         }
 
     @property
@@ -77,11 +83,14 @@ class Scores:
     clean_accuracy: float
     player_errors: int = 0
     items_counted: int = 0
+    jaccard_loss: float | None = None
+    """Set answers only: the mean over items of ItemResult.jaccard_loss."""
 
     def to_json(self) -> dict:
         return {"consistency": self.consistency, "drop": self.drop, "invalid": self.invalid,
                 "clean_accuracy": self.clean_accuracy, "eval_player_errors": self.player_errors,
-                "items_counted": self.items_counted}
+                "items_counted": self.items_counted,
+                **({"jaccard_loss": self.jaccard_loss} if self.jaccard_loss is not None else {})}
 
 
 def _better(candidate: Outcome, best: Outcome | None) -> bool:
@@ -108,6 +117,9 @@ def evaluate(
                 best = outcome
         errors = sum(not o.counted for o in mine)
         counted = samples - errors
+        loss = None
+        if item.environment is not None and counted:
+            loss = sum(jaccard_loss(o) for o in mine if o.counted) / counted
         results.append(ItemResult(
             item.item_id, item.answer, mine[0].old_answer, samples, sum(o.valid for o in mine),
             any(o.changed for o in mine), any(o.dropped for o in mine), best,
@@ -116,8 +128,18 @@ def evaluate(
             player_errors=errors,
             family=item.family, question_kind=question_kind(item.program),
             valid_moves=[o for o in mine if o.valid and o.moves and o.counted],
+            jaccard_loss=loss,
         ))
     return results
+
+
+def jaccard_loss(outcome: Outcome) -> float:
+    """How much one answered move lowered a set answer's Jaccard index with the true set (0 if invalid)."""
+    if not outcome.valid or outcome.old_answer is None or outcome.new_answer is None:
+        return 0.0
+    truth = outcome.true_answer.split(SET_SEPARATOR)
+    return (jaccard(outcome.old_answer.split(SET_SEPARATOR), truth)
+            - jaccard(outcome.new_answer.split(SET_SEPARATOR), truth))
 
 
 _COMPARISONS = ("equal_", "less_than", "greater_than")
@@ -140,6 +162,7 @@ def scores(results: list[ItemResult]) -> Scores:
     counted = [r for r in results if r.counted]
     n = len(counted) or 1
     tries = sum(r.tries for r in results) or 1
+    losses = [r.jaccard_loss for r in counted if r.jaccard_loss is not None]
     return Scores(
         consistency=sum(r.changed_share for r in counted) / n,
         drop=sum(r.dropped_share for r in counted) / n,
@@ -147,6 +170,7 @@ def scores(results: list[ItemResult]) -> Scores:
         clean_accuracy=sum(r.old_answer == r.true_answer for r in results) / (len(results) or 1),
         player_errors=sum(r.player_errors for r in results),
         items_counted=len(counted),
+        jaccard_loss=sum(losses) / len(losses) if losses else None,
     )
 
 

@@ -217,6 +217,9 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         "curve": {k: result["history"][k][:: max(1, len(result["history"]["steps"]) // 50)]
                   for k in ("steps", "reward", "invalid", "changed", "dropped") if k in result["history"]},
     }
+    for set_metric in ("jaccard_loss", "random_jaccard_loss"):  # CLEVR-POC items: set answers
+        if set_metric in result:
+            record[set_metric] = result[set_metric]
     if result.get("random_valid_consistency") is not None:
         record["random_valid_consistency"] = result["random_valid_consistency"]
         record["random_valid_drop"] = result["random_valid_drop"]

@@ -14,17 +14,18 @@ import numpy as np
 import pytest
 from test_asp_oracle import oracle_answers
 
+from agents.evaluation import evaluate, jaccard_loss, scores
 from clevr_game.asp.regions import regions_of
 from clevr_game.asp.solve import scene_regions
 from clevr_game.enforcers import RelevanceEnforcer
 from clevr_game.errors import InputError
 from clevr_game.scene import Scene
-from envs.game import Game
+from envs.game import Game, Outcome
 from envs.items import ItemPool, load_items
 from envs.moves import STAY_BIN
 from envs.poc_items import PocRules
 from players.oracle import OraclePlayer
-from players.protocol import NEED_SCENE, Query, query_to_wire
+from players.protocol import NEED_SCENE, Answer, Player, Query, query_to_wire
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +153,54 @@ def test_the_oracle_never_changes_its_answer_on_thousands_of_valid_moves(items):
                 checked += 1
     assert checked >= 50
 
+
+
+# ---------------------------------------------------------------- set answers in the scores
+
+
+class NarrowingPlayer(Player):
+    """Answers the true set on a scene it has not seen moved and only the first true value once moved."""
+
+    name = "narrowing"
+    needs = frozenset({NEED_SCENE})
+
+    def __init__(self, items):
+        self.truth = {it.item_id: it.answer for it in items}
+        self.first_seen: dict[str, list] = {}
+
+    def answer_batch(self, queries):
+        answers = []
+        for query in queries:
+            coords = query.scene.coords().tolist()
+            moved = self.first_seen.setdefault(query.item_id, coords) != coords
+            truth = self.truth[query.item_id]
+            answers.append(Answer(query.item_id, truth.split(",")[0] if moved else truth))
+        return answers
+
+
+def test_the_jaccard_loss_of_set_answers_is_counted_per_move(items):
+    truth = "blue,green,red"
+    valid = Outcome("0", True, [], truth, truth, "blue", 0.0, [(0, 0.3, 0.0)])
+    assert jaccard_loss(valid) == pytest.approx(1.0 - 1 / 3)
+    invalid = dataclasses.replace(valid, valid=False, new_answer=None)
+    assert jaccard_loss(invalid) == 0.0
+    wider = dataclasses.replace(valid, old_answer="blue", new_answer="blue,green")
+    assert jaccard_loss(wider) == pytest.approx(1 / 3 - 2 / 3)  # a better answer: a negative loss
+
+    pool = ItemPool(items[:6])
+    game = Game(pool, NarrowingPlayer(pool.items))
+    rng = np.random.default_rng(1)
+
+    def one_object_moves(indices, heads):
+        actions = np.full((len(indices), 20), STAY_BIN)
+        actions[np.arange(len(indices)), 0] = rng.integers(2, 5, len(indices))  # head 0's x: -0.3 .. +0.3
+        return actions
+
+    results = evaluate(game, list(range(len(pool))), one_object_moves, samples=8, seed=0)
+    for item, result in zip(pool.items, results, strict=True):
+        size = len(item.answer.split(","))
+        moved_valid = [o for o in result.valid_moves if o.moves]
+        expected = len(moved_valid) * (1.0 - 1.0 / size) / result.counted
+        assert result.jaccard_loss == pytest.approx(expected)
+    assert scores(results).jaccard_loss == pytest.approx(np.mean([r.jaccard_loss for r in results]))
+    assert scores(results).to_json()["jaccard_loss"] > 0
