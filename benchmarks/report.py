@@ -893,7 +893,12 @@ def _body_blocks(parts: _Parts) -> tuple[list[tuple], list[tuple]]:
     questions = _question_blocks(parts)
     fifth = next(k for k, block in enumerate(questions) if block[:2] == ("h2", "5. How small the manipulations are"))
     before = questions[:fifth] + _family_blocks(parts) + questions[fifth:]
-    before += [("h2", "Results"), ("table", _HEADER, [_cells(r) for r in parts.rows])]
+    if any("jaccard_loss" in r for r in parts.rows):  # CLEVR-POC trials: set answers
+        before += [("h2", "Results"), ("table", [*_HEADER, "Jaccard loss (mean, 95% CI)"],
+                                      [[*_cells(r), _fmt(r["jaccard_loss"]) if "jaccard_loss" in r else ""]
+                                       for r in parts.rows])]
+    else:
+        before += [("h2", "Results"), ("table", _HEADER, [_cells(r) for r in parts.rows])]
     if parts.rows and not any(block[:2] == ("img", "drop_by_size.png") for block in questions):
         before.append(("img", "drop_by_size.png", "drop by size and adversary"))
     after: list[tuple] = []

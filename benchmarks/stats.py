@@ -71,13 +71,13 @@ def table(records: list[dict]) -> list[dict]:
         for kind in sorted(by_input, key=lambda k: (k != "state", k)):
             trained = by_input[kind]
             rows.append(_row(player, size, TRAINED_LABEL.get(kind, f"trained-{kind}"), trained,
-                             "consistency", "drop"))
+                             "consistency", "drop", "jaccard_loss"))
             # Same trials, same items, same number of samples: a paired test of trained against random.
             rows[-1]["drop_p_vs_random"] = paired_t_test([r["drop"] for r in trained],
                                                          [r["random_drop"] for r in trained])
         # The random adversary of the first input kind's trials (each trial measures it on its own items).
         first = by_input[min(by_input, key=lambda k: (k != "state", k))]
-        rows.append(_row(player, size, "random", first, "random_consistency", "random_drop"))
+        rows.append(_row(player, size, "random", first, "random_consistency", "random_drop", "random_jaccard_loss"))
         valid = [r for r in first if r.get("random_valid_consistency") is not None]
         if valid:
             rows.append(_row(player, size, "random-valid", valid, "random_valid_consistency", "random_valid_drop"))
@@ -88,7 +88,8 @@ def table(records: list[dict]) -> list[dict]:
     return rows
 
 
-def _row(player: str, size: int, adversary: str, group: list[dict], key_c: str, key_d: str) -> dict:
+def _row(player: str, size: int, adversary: str, group: list[dict], key_c: str, key_d: str,
+         key_j: str | None = None) -> dict:
     consistency: dict[int, list[float]] = defaultdict(list)
     drop: dict[int, list[float]] = defaultdict(list)
     for record in group:
@@ -102,7 +103,17 @@ def _row(player: str, size: int, adversary: str, group: list[dict], key_c: str, 
         # Older records hold no count: they are read as no errors only because none was seen.
         "player_errors": int(sum(r.get("player_errors", 0) for r in group)),
         "player_queries": int(sum(r.get("player_queries", 0) for r in group)),
+        # Set answers (CLEVR-POC trials): how much the answers' Jaccard index with the true set fell.
+        **({"jaccard_loss": summarise(_by_minigame(group, key_j)).to_json()}
+           if key_j and group and all(key_j in r for r in group) else {}),
     }
+
+
+def _by_minigame(group: list[dict], key: str) -> dict[int, list[float]]:
+    values: dict[int, list[float]] = defaultdict(list)
+    for record in group:
+        values[record["minigame"]].append(record[key])
+    return values
 
 
 def paired_t_test(trained: list[float], baseline: list[float]) -> float:

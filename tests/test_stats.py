@@ -138,3 +138,15 @@ def test_table_rows_use_each_adversarys_own_figures():
         scipy_stats.ttest_rel(trained_drops, random_drops).pvalue, rel=1e-12)
     assert search["trials"] == 1 and search["drop"]["mean"] == pytest.approx(0.2)
     assert search["consistency"]["mean"] == pytest.approx(0.4)
+    assert "jaccard_loss" not in trained  # CLEVR trials: no set answers
+
+
+def test_set_answer_trials_get_a_jaccard_loss_per_adversary():
+    records = [_record(m, s, 0.1, 0.0) for m in range(3) for s in range(2)]
+    for k, record in enumerate(records):
+        record["jaccard_loss"], record["random_jaccard_loss"] = 0.05 * k, 0.01
+    rows = {row["adversary"]: row for row in table(records)}
+    losses = [0.05 * k for k in range(6)]
+    assert rows["trained"]["jaccard_loss"]["mean"] == pytest.approx(np.mean(losses))
+    assert rows["trained"]["jaccard_loss"]["ci95"] == list(bootstrap_ci(losses))
+    assert rows["random"]["jaccard_loss"]["mean"] == pytest.approx(0.01)
