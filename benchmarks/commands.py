@@ -191,18 +191,29 @@ def _share_list(text: str) -> list[float]:
     return shares
 
 
-def _cmd_study_examples(args: argparse.Namespace) -> int:
+def _json_object(option: str, text: str | None, example: str) -> dict:
+    """The JSON object `text` of `option` ({} when absent); InputError in one line otherwise."""
     import json
-    import shlex
-
-    from benchmarks.examples_study import StudyOptions, run_study
 
     try:
-        config = json.loads(args.config) if args.config else {}
+        value = json.loads(text) if text else {}
     except json.JSONDecodeError as exc:
-        raise InputError(f"--config: not JSON: {exc.msg} at character {exc.pos}") from None
-    if not isinstance(config, dict):
-        raise InputError("--config: expected a JSON object such as '{\"width\": 64}'")
+        raise InputError(f"{option}: not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{option}: expected a JSON object such as '{example}'")
+    return value
+
+
+def _cmd_study_examples(args: argparse.Namespace) -> int:
+    import shlex
+
+    from benchmarks.examples_study import PIXEL_PLAYERS, StudyOptions, run_study
+    from players.pixel.images import parse_image_size
+
+    config = _json_object("--config", args.config, '{"width": 64}')
+    pixel_config = _json_object("--pixel-config", args.pixel_config, '{"film": {"width": 32}}')
+    width, height = parse_image_size(args.image_size)
+    players = args.players.split(",")
     command = ["clevr-game", "study", "examples", "--data", args.data, "--players", args.players, "--fractions",
                ",".join(f"{f:g}" for f in args.fractions), "--trials", str(args.trials), "--out", args.out,
                "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--learning-rate",
@@ -210,11 +221,16 @@ def _cmd_study_examples(args: argparse.Namespace) -> int:
                "--seed", str(args.seed)]
     if args.config:
         command += ["--config", args.config]
+    if any(player in PIXEL_PLAYERS for player in players):  # state-only commands read as they did before
+        command += ["--preset", args.preset, "--image-size", f"{width}x{height}"]
+        if args.pixel_config:
+            command += ["--pixel-config", args.pixel_config]
     outcome = run_study(StudyOptions(
-        data=args.data.split(","), players=args.players.split(","), fractions=args.fractions, trials=args.trials,
+        data=args.data.split(","), players=players, fractions=args.fractions, trials=args.trials,
         out=args.out, steps=args.steps, max_minutes=args.max_minutes, batch_size=args.batch_size,
         learning_rate=args.learning_rate, eval_every=args.eval_every, patience=args.patience, model_config=config,
-        seed=args.seed, threads=args.threads, command=shlex.join(command),
+        seed=args.seed, threads=args.threads, command=shlex.join(command), preset=args.preset,
+        image_width=width, image_height=height, render_workers=args.render_workers, pixel_config=pixel_config,
     ))
     print(f"trials: {outcome.recorded} of {outcome.planned} recorded; report: {outcome.report}")
     return 0
@@ -230,7 +246,8 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     p = study.add_parser("examples", help="accuracy on unseen placements against the share trained on "
                          "(the paper's Figure 2); resumable; last line `trials: X of Y recorded; report: PATH`")
     p.add_argument("--data", required=True, help="comma-separated `clevr-game exhaustive` folders")
-    p.add_argument("--players", default="state-transformer", help="comma-separated state players")
+    p.add_argument("--players", default="state-transformer",
+                   help="comma-separated players: state-transformer, state-rn, film, pixel-rn, object-transformer")
     p.add_argument("--fractions", type=_share_list, default=_share_list("0.01,0.05,0.1,0.25,0.5,0.75,0.9"),
                    help="shares of the scenes trained on")
     p.add_argument("--trials", type=positive_int, default=10, help="random scene splits per fraction")
@@ -244,7 +261,15 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="steps between validation evaluations")
     p.add_argument("--patience", type=positive_int, default=defaults.patience,
                    help="validation evaluations without a better accuracy before a run stops")
-    p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 64, \"layers\": 2}'")
+    p.add_argument("--config", default=None,
+                   help="state players' model config as JSON, e.g. '{\"width\": 64, \"layers\": 2}'")
     p.add_argument("--seed", type=random_seed, default=defaults.seed, help="seeds the splits and the models")
     p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads")
+    p.add_argument("--preset", default=defaults.preset, help="pixel players: render preset of the images")
+    p.add_argument("--image-size", default=f"{defaults.image_width}x{defaults.image_height}",
+                   help="pixel players: image size, WIDTHxHEIGHT")
+    p.add_argument("--render-workers", type=positive_int, default=defaults.render_workers,
+                   help="pixel players: Blender workers rendering a dataset's missing images (once per dataset)")
+    p.add_argument("--pixel-config", default=None,
+                   help="pixel players' model configs as JSON keyed by player, e.g. '{\"film\": {\"width\": 32}}'")
     p.set_defaults(handler=_cmd_study_examples)

@@ -2,15 +2,21 @@
 
 For each dataset (a `clevr-game exhaustive` folder), player, training fraction
 and trial: a random split of the dataset's *scenes* (all questions of a scene
-on one side), a fresh model trained on the train part with the state trainer
-(`players.state.training.train`: a step budget, early stopping on a validation slice
-of the train part, the best validation weights kept), and its accuracy on the
-unseen scenes. The splits depend on (seed, fraction, trial) only, so every
-player sees the same ones.
+on one side), a fresh model trained on the train part with its player's trainer
+(`players.state.training.train` or `players.pixel.training.train_pixel`: a step
+budget, early stopping on a validation slice of the train part, the best
+validation weights kept), and its accuracy on the unseen scenes. The splits
+depend on (seed, fraction, trial) only, so every player sees the same ones.
+
+Pixel players see the dataset's images, rendered once per dataset and image
+spec into the dataset's image cache (`players.pixel.images`) and read back by
+every later trial and run.
 
     clevr-game study examples --data runs/exhaustive/2-mix,runs/exhaustive/3-mix \
         --players state-transformer --fractions 0.01,0.05,0.1,0.25,0.5,0.75,0.9 --trials 10 \
         --out results/examples-study
+    clevr-game study examples --data runs/exhaustive/2-one --players film,pixel-rn,object-transformer \
+        --fractions 0.1,0.5 --trials 3 --out results/examples-study-pixel
 
 RESULTS/study.jsonl holds one record per (dataset, player, fraction, trial),
 rewritten atomically after each; a rerun skips the recorded ones (and refuses
@@ -33,12 +39,15 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clevr_game.atomic import atomic_path, write_text_atomic
 from clevr_game.errors import InputError
+
+if TYPE_CHECKING:
+    from players.pixel.images import ImageSpec
 
 RESULTS_FILE = "study.jsonl"
 REPORT_FILE = "report.md"
@@ -47,11 +56,19 @@ TARGET_ACCURACY = 0.99
 """The paper's bar: a player 'needs' the smallest fraction whose unseen accuracy reaches this."""
 
 STATE_PLAYERS = ("state-transformer", "state-rn")
-PIXEL_PLAYERS = ("pixel-rn", "film", "neuro-symbolic")
+PIXEL_PLAYERS = ("film", "pixel-rn", "object-transformer")
+REFUSED_PLAYERS = {
+    "neuro-symbolic": "it learns perception from scene annotations and a parser from programs, "
+                      "not from the answers the study trains on",
+}
+"""Players the study does not train, with the reason."""
 
 _SETTINGS = ("steps", "batch_size", "learning_rate", "warmup_steps", "eval_every", "patience",
              "validation_share", "max_validation_scenes", "model_config", "seed")
 """Options a recorded trial depends on: a rerun into the same results must use the same."""
+_PIXEL_SETTINGS = ("preset", "image_width", "image_height")
+"""What a pixel player's trial depends on besides _SETTINGS (state records leave them out, so they stay
+comparable with those recorded before pixel players joined the study)."""
 
 
 @dataclass
@@ -59,7 +76,7 @@ class StudyOptions:
     """One study: every dataset x player x fraction x trial.
 
     :param data: dataset folders written by `clevr-game exhaustive`
-    :param players: state players (see STATE_PLAYERS)
+    :param players: state and pixel players (see STATE_PLAYERS, PIXEL_PLAYERS)
     :param fractions: shares of the scenes trained on, each in (0, 1)
     :param trials: random splits per fraction
     :param out: the results folder
@@ -85,17 +102,34 @@ class StudyOptions:
     max_validation_scenes: int = 500
     """At most this many validation scenes: a slice of 3,400 scenes would cost more than the training."""
     model_config: dict[str, Any] = field(default_factory=dict)
+    """The state players' model config."""
     seed: int = 0
     threads: int = 1
     command: str = ""
+    preset: str = "fast"
+    """Render preset of the pixel players' images."""
+    image_width: int = 128
+    image_height: int = 96
+    render_workers: int = 2
+    """Blender workers rendering a dataset's missing images."""
+    pixel_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Model config per pixel player (`{"film": {"width": 32}}`); a player left out keeps its defaults."""
 
     def __post_init__(self) -> None:
+        supported = (*STATE_PLAYERS, *PIXEL_PLAYERS)
         for player in self.players:
-            if player in PIXEL_PLAYERS:
-                raise InputError(f"--players {player}: pixel players are not supported by the study yet "
-                                 f"(supported: {', '.join(STATE_PLAYERS)})")
-            if player not in STATE_PLAYERS:
-                raise InputError(f"--players {player!r}: expected some of {', '.join(STATE_PLAYERS)}")
+            if player in REFUSED_PLAYERS:
+                raise InputError(f"--players {player}: not supported by the study ({REFUSED_PLAYERS[player]}); "
+                                 f"supported: {', '.join(supported)}")
+            if player not in supported:
+                raise InputError(f"--players {player!r}: expected some of {', '.join(supported)}")
+        for player, config in self.pixel_config.items():
+            if player not in PIXEL_PLAYERS or player not in self.players:
+                raise InputError(f"--pixel-config: {player!r} is not a pixel player of --players")
+            if not isinstance(config, dict):
+                raise InputError(f"--pixel-config: {player}'s config must be a JSON object, got {config!r}")
+        if self.pixel_players:
+            self.image_spec.checked()
         for fraction in self.fractions:
             if not 0.0 < fraction < 1.0:
                 raise InputError(f"--fractions: {fraction:g} is not a share strictly between 0 and 1")
@@ -106,8 +140,24 @@ class StudyOptions:
         if twice:
             raise InputError(f"--data: two folders are named {twice[0]!r} (records are keyed by folder name)")
 
-    def settings(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in _SETTINGS}
+    @property
+    def pixel_players(self) -> list[str]:
+        return [player for player in self.players if player in PIXEL_PLAYERS]
+
+    @property
+    def image_spec(self) -> ImageSpec:
+        """The pixel players' render preset and image size."""
+        from players.pixel.images import ImageSpec
+
+        return ImageSpec(self.preset, self.image_width, self.image_height)
+
+    def settings(self, player: str | None = None) -> dict[str, Any]:
+        """The settings `player`'s trials depend on (None: a state player's)."""
+        settings = {key: getattr(self, key) for key in _SETTINGS}
+        if player in PIXEL_PLAYERS:
+            settings["model_config"] = self.pixel_config.get(player, {})
+            settings.update({key: getattr(self, key) for key in _PIXEL_SETTINGS})
+        return settings
 
 
 def dataset_name(folder: str) -> str:
@@ -174,8 +224,8 @@ def write_records(out: str | os.PathLike[str], records: dict[str, dict[str, Any]
 
 
 def _check_settings(records: dict[str, dict[str, Any]], options: StudyOptions, out: Path) -> None:
-    wanted = options.settings()
     for record in records.values():
+        wanted = options.settings(record.get("player"))
         for key, value in record.get("settings", {}).items():
             if key in wanted and wanted[key] != value:
                 raise InputError(f"{out / RESULTS_FILE}: recorded with {key}={value!r}, not {wanted[key]!r} "
@@ -192,20 +242,45 @@ class LoadedDataset:
     tensors: Any  # QuestionTensors of every question
     vocabulary: Any  # the WordVocabulary the tensors use
     scenes: np.ndarray  # rows of scenes that have at least one question
+    pixels: Any = None  # players.pixel.data.PixelData of every scene (its questions are `tensors`), for pixel players
 
 
-def load_dataset(folder: str) -> LoadedDataset:
+def load_dataset(folder: str, image_spec: ImageSpec | None = None, render_workers: int = 2,
+                 log: Callable[[str], None] = print) -> LoadedDataset:
+    """The dataset's questions as tensors and, with an `image_spec`, its images (rendered when missing)."""
     from clevr_game.text import default_word_vocabulary
     from players.state.data import tensorise
     from players.state.features import ANSWERS
 
-    tensors, vocabulary = tensorise(folder, default_word_vocabulary(), list(ANSWERS), extend_vocabulary=True)
-    return LoadedDataset(dataset_name(folder), folder, tensors, vocabulary, np.unique(tensors.scene_of.numpy()))
+    if image_spec is None:
+        tensors, vocabulary = tensorise(folder, default_word_vocabulary(), list(ANSWERS), extend_vocabulary=True)
+        return LoadedDataset(dataset_name(folder), folder, tensors, vocabulary, np.unique(tensors.scene_of.numpy()))
+
+    from players.pixel.data import load_pixel_data
+    from players.pixel.images import image_folder
+
+    images = image_folder(folder, image_spec)
+    before = _image_count(images)
+    started = time.monotonic()
+    # The same tensorise call as above, so state players of the same run train on identical tensors.
+    pixels, vocabulary = load_pixel_data(folder, default_word_vocabulary(), list(ANSWERS), image_spec,
+                                         extend_vocabulary=True, render_workers=render_workers, progress=True)
+    log(f"{dataset_name(folder)}: {len(pixels.images)} images ({image_spec.label}; {_image_count(images) - before} new, "
+        f"{before} already there), ready in {time.monotonic() - started:.0f} s ({images})")
+    tensors = pixels.questions
+    return LoadedDataset(dataset_name(folder), folder, tensors, vocabulary, np.unique(tensors.scene_of.numpy()),
+                         pixels)
+
+
+def _image_count(folder: Path) -> int:
+    return sum(1 for _ in folder.glob("*.png")) if folder.is_dir() else 0
 
 
 def run_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, options: StudyOptions,
               work: Path, minutes_left: float | None) -> dict[str, Any] | None:
     """Train a fresh `player` on one split and score it on the unseen scenes; None when cut by the time limit."""
+    if player in PIXEL_PLAYERS:
+        return run_pixel_trial(dataset, player, fraction, trial, options, work, minutes_left)
     from players.state.checkpoint import load_player_file
     from players.state.training import PreparedData, TrainingOptions, evaluate_tensors, train
 
@@ -233,17 +308,68 @@ def run_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, 
     model = load_player_file(training.out).build()
     scores = evaluate_tensors(model, unseen)
     shutil.rmtree(run_dir, ignore_errors=True)
-    best = max(result.curve, key=lambda point: point["accuracy"]) if result.curve else {"step": 0, "accuracy": 0.0}
+    return _record(dataset, player, fraction, trial, split, len(fit), len(unseen), scores, result.step,
+                   result.curve, started, options)
+
+
+def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, options: StudyOptions,
+                    work: Path, minutes_left: float | None) -> dict[str, Any] | None:
+    """`run_trial` for a pixel player: the pixel trainer on the split's images and questions."""
+    from players.pixel.checkpoint import load_player_file
+    from players.pixel.data import select_scenes
+    from players.pixel.training import (
+        PixelTrainingOptions,
+        PreparedPixelData,
+        evaluate_pixel_player,
+        train_pixel,
+    )
+
+    started = time.monotonic()
+    split = split_scenes(dataset.scenes, fraction, trial, options.seed, options.validation_share,
+                         options.max_validation_scenes)
+    # Each part holds copies of its own images only: the object-transformer perceives every image of a part.
+    fit, validation = select_scenes(dataset.pixels, split.train), select_scenes(dataset.pixels, split.validation)
+    run_dir = work / trial_key(dataset.name, player, fraction, trial)
+    shutil.rmtree(run_dir, ignore_errors=True)  # a run cut earlier starts afresh
+    spec = options.image_spec
+    training = PixelTrainingOptions(
+        player=player, data=dataset.folder, out=str(run_dir / "player.pt"), preset=spec.preset, width=spec.width,
+        height=spec.height, steps=options.steps, batch_size=min(options.batch_size, len(fit)),
+        learning_rate=options.learning_rate, warmup_steps=min(options.warmup_steps, max(1, options.steps // 10)),
+        seed=options.seed * 1000 + trial, eval_every=options.eval_every, eval_size=len(validation),
+        checkpoint_minutes=1e9, max_minutes=minutes_left, model_config=dict(options.pixel_config.get(player, {})),
+        threads=options.threads, log_dir="", progress=False, patience=options.patience, command=options.command,
+    )
+    with contextlib.redirect_stdout(io.StringIO()):  # the trainer's per-evaluation lines; the curve keeps them
+        result = train_pixel(training, PreparedPixelData(fit, dataset.vocabulary, validation))
+    train_questions = len(fit)
+    del fit, validation  # their images; the unseen part's come next
+    early = result.step < options.steps
+    if early and minutes_left is not None and time.monotonic() - started >= minutes_left * 60:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return None
+    unseen = select_scenes(dataset.pixels, split.test)
+    scores, _ = evaluate_pixel_player(load_player_file(training.out), unseen)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return _record(dataset, player, fraction, trial, split, train_questions, len(unseen), scores, result.step,
+                   result.curve, started, options)
+
+
+def _record(dataset: LoadedDataset, player: str, fraction: float, trial: int, split: SceneSplit,
+            train_questions: int, unseen_questions: int, scores: Any, steps: int, curve: list[dict[str, float]],
+            started: float, options: StudyOptions) -> dict[str, Any]:
+    """One trial's line of study.jsonl; `scores` (a FamilyScores) on the unseen questions."""
+    best = max(curve, key=lambda point: point["accuracy"]) if curve else {"step": 0, "accuracy": 0.0}
     return {
         "key": trial_key(dataset.name, player, fraction, trial), "dataset": dataset.name, "data": dataset.folder,
         "player": player, "fraction": fraction, "trial": trial,
         "train_scenes": int(len(split.train)), "validation_scenes": int(len(split.validation)),
-        "unseen_scenes": int(len(split.test)), "train_questions": len(fit), "unseen_questions": len(unseen),
-        "accuracy": round(scores.accuracy, 6),
+        "unseen_scenes": int(len(split.test)), "train_questions": train_questions,
+        "unseen_questions": unseen_questions, "accuracy": round(scores.accuracy, 6),
         "families": {name: round(value, 6) for name, value in scores.family_accuracy().items()},
-        "steps": result.step, "stopped_early": early, "best_step": best["step"],
+        "steps": steps, "stopped_early": steps < options.steps, "best_step": best["step"],
         "best_validation": best["accuracy"], "seconds": round(time.monotonic() - started, 1),
-        "settings": options.settings(),
+        "settings": options.settings(player),
     }
 
 
@@ -268,16 +394,10 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     import torch
 
     from clevr_game.dataset import dataset_files
-    from players.state.models import build_model
-    from players.state.training import PLAYER_KINDS
 
     for folder in options.data:  # a typo fails now, not after hours of other datasets' trials
         dataset_files(folder)
-    for player in options.players:
-        try:
-            build_model(PLAYER_KINDS[player], options.model_config, 4, 2)
-        except TypeError as exc:
-            raise InputError(f"--config for {player}: {exc}") from None
+    _check_models(options)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     records = read_records(out)
@@ -298,7 +418,8 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
             break
         if loaded is None or loaded.folder != folder:
             loaded = None  # one dataset in memory at a time
-            loaded = load_dataset(folder)
+            loaded = load_dataset(folder, options.image_spec if options.pixel_players else None,
+                                  options.render_workers, log)
         record = run_trial(loaded, player, fraction, trial, options, work, minutes_left)
         if record is None:
             complete = False
@@ -315,6 +436,34 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     report = write_report(out, list(records.values()), options.command)
     done = sum(trial_key(dataset_name(p[0]), *p[1:]) in records for p in planned)
     return StudyOutcome(len(planned), done, ran, complete, report)
+
+
+def _check_models(options: StudyOptions) -> None:
+    """Each player's model config builds, and the object-transformer's perception reads the study's images."""
+    from players.pixel.checkpoint import PLAYER_KINDS as PIXEL_KINDS
+    from players.pixel.checkpoint import build_model as build_pixel_model
+    from players.state.models import build_model
+    from players.state.training import PLAYER_KINDS
+
+    for player in options.players:
+        try:
+            if player in PIXEL_PLAYERS:
+                build_pixel_model(PIXEL_KINDS[player], options.pixel_config.get(player, {}), 4, 2)
+            else:
+                build_model(PLAYER_KINDS[player], options.model_config, 4, 2)
+        except TypeError as exc:
+            option = "--pixel-config" if player in PIXEL_PLAYERS else "--config"
+            raise InputError(f"{option} for {player}: {exc}") from None
+    if "object-transformer" in options.players:
+        from players.pixel.checkpoint import load_player_file
+        from players.pixel.object_training import DEFAULT_PERCEPTION_FILE
+        from players.state.checkpoint import shipped_path
+
+        perception = load_player_file(shipped_path(DEFAULT_PERCEPTION_FILE))
+        if perception.image != options.image_spec:
+            raise InputError(f"--players object-transformer: its perception (shipped {DEFAULT_PERCEPTION_FILE}) "
+                             f"reads {perception.image.label} images, not {options.image_spec.label} "
+                             "(--preset, --image-size)")
 
 
 # ------------------------------------------------------------------ figure and report

@@ -1,10 +1,11 @@
-"""The examples study: splits by scene, early stopping, a tiny study end to end and resumed."""
+"""The examples study: splits by scene, early stopping, a tiny study end to end and resumed, pixel players too."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,10 +23,19 @@ from benchmarks.examples_study import (
 from clevr_game.cli import main
 from clevr_game.errors import InputError
 from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
+from clevr_game.text import default_word_vocabulary
+from players.pixel.data import load_pixel_data, select_scenes
+from players.pixel.images import STACK_FILE, ImageSpec, image_folder
+from players.pixel.training import PixelTrainingOptions, PreparedPixelData, train_pixel
+from players.state.features import ANSWERS
 from players.state.models import build_model
 from players.state.training import EarlyStopping, PreparedData, TrainingOptions, train
 
 TINY = {"width": 16, "layers": 1, "heads": 2, "feedforward": 32, "fourier_bands": 2}
+TINY_FILM = {"stem_channels": 8, "width": 8, "blocks": 1, "question_width": 16, "classifier_width": 16}
+TINY_OBJECT_TRANSFORMER = {"width": 16, "layers": 1, "heads": 2, "feedforward": 32, "fourier_bands": 2}
+FEW_SCENES = 30
+"""Scenes of the pixel tests' dataset: a few seconds of Blender rendering, once (then the render cache)."""
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +48,28 @@ def folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dataset(folder):
     return load_dataset(folder)
+
+
+def few_scenes(source: str, out: Path, count: int = FEW_SCENES) -> str:
+    """A dataset folder of `count` evenly spaced scenes of `source` and all their questions."""
+    scenes = json.loads((Path(source) / "scenes.json").read_text())
+    questions = json.loads((Path(source) / "questions.json").read_text())
+    chosen = scenes["scenes"][:: len(scenes["scenes"]) // count][:count]
+    kept = {scene["image_index"] for scene in chosen}
+    out.mkdir(parents=True)
+    (out / "scenes.json").write_text(json.dumps({**scenes, "scenes": chosen}))
+    (out / "questions.json").write_text(json.dumps(
+        {**questions, "questions": [q for q in questions["questions"] if q["image_index"] in kept]}))
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def few_pixels(folder, tmp_path_factory):
+    """(folder, PixelData of every scene at the default image spec, vocabulary): real renders."""
+    few = few_scenes(folder, tmp_path_factory.mktemp("few") / "2-one-few")
+    data, vocabulary = load_pixel_data(few, default_word_vocabulary(), list(ANSWERS), ImageSpec(),
+                                       extend_vocabulary=True)
+    return few, data, vocabulary
 
 
 def test_fractions_split_scenes_never_questions(dataset):
@@ -65,12 +97,64 @@ def test_a_fraction_leaving_too_few_scenes_is_refused(dataset):
         split_scenes(dataset.scenes, 0.0001, trial=0, seed=0, validation_share=0.1)
 
 
-def test_pixel_players_are_refused_in_one_line(folder, tmp_path, capsys):
-    status = main(["study", "examples", "--data", folder, "--players", "pixel-rn", "--out", str(tmp_path / "r")])
+def test_the_neuro_symbolic_player_is_refused_in_one_line(folder, tmp_path, capsys):
+    status = main(["study", "examples", "--data", folder, "--players", "film,neuro-symbolic",
+                   "--out", str(tmp_path / "r")])
     assert status == 2
     assert capsys.readouterr().err.strip() == (
-        "clevr-game: error: --players pixel-rn: pixel players are not supported by the study yet "
-        "(supported: state-transformer, state-rn)")
+        "clevr-game: error: --players neuro-symbolic: not supported by the study (it learns perception from scene "
+        "annotations and a parser from programs, not from the answers the study trains on); "
+        "supported: state-transformer, state-rn, film, pixel-rn, object-transformer")
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_object_transformer_needs_its_perceptions_images(folder, tmp_path, capsys):
+    status = main(["study", "examples", "--data", folder, "--players", "object-transformer", "--image-size", "64x48",
+                   "--out", str(tmp_path / "r")])
+    assert status == 2 and capsys.readouterr().err.strip() == (
+        "clevr-game: error: --players object-transformer: its perception (shipped neuro-symbolic.pt) reads "
+        "fast-128x96 images, not fast-64x48 (--preset, --image-size)")
+
+
+def test_a_pixel_config_is_keyed_by_a_chosen_pixel_player(folder, tmp_path):
+    with pytest.raises(InputError, match="--pixel-config: 'pixel-rn' is not a pixel player of --players"):
+        StudyOptions(data=[folder], players=["film"], fractions=[0.5], trials=1, out=str(tmp_path),
+                     pixel_config={"pixel-rn": {}})
+    with pytest.raises(InputError, match="--pixel-config for film: .*'widht'"):
+        run_study(StudyOptions(data=[folder], players=["film"], fractions=[0.5], trials=1, out=str(tmp_path / "r"),
+                               pixel_config={"film": {"widht": 8}}), log=lambda line: None)
+
+
+def test_selected_scenes_keep_their_images_and_all_their_questions(few_pixels):
+    _, data, _ = few_pixels
+    rows = np.array([7, 2, 19])
+    part = select_scenes(data, rows)
+    assert torch.equal(part.images, data.images[rows])
+    assert torch.equal(part.targets.points, data.targets.points[rows])
+    for new_row, old_row in enumerate(rows):
+        asked = torch.nonzero(data.questions.scene_of == int(old_row)).flatten()
+        mine = torch.nonzero(part.questions.scene_of == new_row).flatten()
+        assert len(mine) == len(asked) > 0  # every question of the scene, renumbered to its new row
+        assert torch.equal(part.questions.words[mine], data.questions.words[asked])
+        assert [part.answers_text[i] for i in mine] == [data.answers_text[i] for i in asked]
+    assert len(part) == sum(int((data.questions.scene_of == int(r)).sum()) for r in rows)
+    with pytest.raises(ValueError, match="distinct"):
+        select_scenes(data, np.array([3, 3]))
+
+
+def test_pixel_training_stops_after_patience_evaluations_without_gain(few_pixels, tmp_path):
+    # A zero learning rate never improves the first evaluation (the frozen perception's detections and a
+    # dropout-free transformer: the same answers every time): evaluations at 5 (best), 10, 15 -> stop.
+    few, data, vocabulary = few_pixels
+    options = PixelTrainingOptions(player="object-transformer", data=few, out=str(tmp_path / "p.pt"), steps=1000,
+                                   batch_size=16, learning_rate=0.0, warmup_steps=1, eval_every=5,
+                                   model_config=TINY_OBJECT_TRANSFORMER, log_dir="", progress=False, patience=2,
+                                   checkpoint_minutes=1e9)
+    prepared = PreparedPixelData(select_scenes(data, np.arange(20)), vocabulary, select_scenes(data, np.arange(20, 30)))
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = train_pixel(options, prepared)
+    assert result.step == 15
+    assert [point["step"] for point in result.curve] == [5, 10, 15]
 
 
 def test_early_stopping_keeps_the_best_weights():
@@ -131,6 +215,49 @@ def test_a_tiny_study_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
         run_study(StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.05], trials=1,
                                out=str(out), steps=31, eval_every=10, batch_size=32, model_config=TINY),
                   log=lambda line: None)
+
+
+def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
+    few = few_scenes(folder, tmp_path / "2-one-few")  # its own folder: no image of it rendered yet
+    out = tmp_path / "results"
+    common = ["study", "examples", "--data", few, "--players", "film,state-transformer", "--fractions", "0.5",
+              "--out", str(out), "--steps", "20", "--eval-every", "10", "--batch-size", "16",
+              "--config", json.dumps(TINY), "--pixel-config", json.dumps({"film": TINY_FILM})]
+    assert main([*common, "--trials", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()
+    images = image_folder(few, ImageSpec())
+    ready = next(line for line in first if line.startswith("2-one-few: "))
+    assert ready.startswith(f"2-one-few: {FEW_SCENES} images (fast-128x96; {FEW_SCENES} new, 0 already there), "
+                            "ready in ") and ready.endswith(f" s ({images})")
+    assert first[-1] == f"trials: 2 of 2 recorded; report: {out / 'report.md'}"
+    records = read_records(out)
+    film, state = records["2-one-few__film__f0.5__t0"], records["2-one-few__state-transformer__f0.5__t0"]
+    for record in (film, state):
+        assert record["train_scenes"] + record["validation_scenes"] + record["unseen_scenes"] == FEW_SCENES
+        assert record["unseen_questions"] == 4 * record["unseen_scenes"]
+        assert 0.0 <= record["accuracy"] <= 1.0 and 0 < record["steps"] <= 20
+    assert film["train_scenes"] == state["train_scenes"]  # the same split for every player
+    assert film["settings"] == {**state["settings"], "model_config": TINY_FILM, "preset": "fast",
+                                "image_width": 128, "image_height": 96}
+    assert state["settings"]["model_config"] == TINY and "preset" not in state["settings"]
+    assert "| 2-one-few | film | 0.5 |" in (out / "report.md").read_text()
+    rendered = {path.name: path.stat().st_mtime_ns for path in images.iterdir()}
+    assert len(rendered) == FEW_SCENES + 1 and STACK_FILE in rendered  # the images and their stack
+
+    assert main([*common, "--trials", "2"]) == 0  # resumed: trial 1 runs on the images of trial 0
+    second = capsys.readouterr().out.splitlines()
+    assert second[0] == "4 trials planned, 2 recorded, 2 to run"
+    assert second[1].startswith(f"2-one-few: {FEW_SCENES} images (fast-128x96; 0 new, {FEW_SCENES} already there)")
+    assert not any(line.startswith("rendering ") for line in second)
+    assert {path.name: path.stat().st_mtime_ns for path in images.iterdir()} == rendered  # nothing rewritten
+    again = read_records(out)
+    assert len(again) == 4 and again["2-one-few__film__f0.5__t0"] == film
+    assert again["2-one-few__film__f0.5__t1"]["settings"] == film["settings"]
+
+    with pytest.raises(InputError, match="recorded with image_height=96, not 48"):
+        run_study(StudyOptions(data=[few], players=["film"], fractions=[0.5], trials=1, out=str(out), steps=20,
+                               eval_every=10, batch_size=16, model_config=TINY, pixel_config={"film": TINY_FILM},
+                               image_width=64, image_height=48), log=lambda line: None)
 
 
 def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tmp_path):

@@ -96,6 +96,35 @@ def attach_program_ids(data: PixelData, tokens: Sequence[str], length: int) -> N
     data.program_ids = torch.from_numpy(encode_programs(data.programs, tokens, length))
 
 
+def select_scenes(data: PixelData, scene_rows: np.ndarray) -> PixelData:
+    """The part of `data` about `scene_rows` (distinct positions in its scenes): their images and targets,
+    and every question asked about them, in `data`'s order. The scenes are renumbered 0.. in the order given.
+
+    For training on one split of a dataset held in memory (the examples study): each part
+    holds only its own images, so nothing computed per image touches another part's scenes.
+    """
+    rows = torch.as_tensor(np.asarray(scene_rows), dtype=torch.int64)
+    scene_count = int(data.targets.present.shape[0])
+    if len(torch.unique(rows)) != len(rows) or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < scene_count):
+        raise ValueError(f"scene rows must be distinct positions in 0..{scene_count - 1}")
+    new_row = torch.full((scene_count,), -1, dtype=torch.int64)
+    new_row[rows] = torch.arange(len(rows))
+    q = data.questions
+    chosen = torch.nonzero(new_row[q.scene_of] >= 0).flatten()
+    questions = QuestionTensors(q.positions[rows], q.attributes[rows], q.present[rows], new_row[q.scene_of[chosen]],
+                                q.words[chosen], q.lengths[chosen], q.answers[chosen], q.families[chosen],
+                                q.family_names)
+    kept = chosen.tolist()
+    return PixelData(
+        images=data.images[rows] if len(data.images) else data.images,  # a questions-only PixelData has none
+        questions=questions,
+        programs=[data.programs[i] for i in kept],
+        answers_text=[data.answers_text[i] for i in kept],
+        targets=SceneTargets(*(t[rows] for t in data.targets)),
+        program_ids=None if data.program_ids is None else data.program_ids[chosen],
+    )
+
+
 def image_rows(data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
     """The distinct scenes of questions `indices`, and per question its row among them."""
     scenes = data.questions.scene_of[indices]

@@ -74,7 +74,7 @@ from players.pixel.perception import SceneTargets, perception_loss
 from players.pixel.program_tokens import arities, program_to_tokens, token_list
 from players.state.checkpoint import read_torch, write_torch_atomic
 from players.state.features import ANSWERS
-from players.state.training import BatchSchedule, FamilyScores
+from players.state.training import BatchSchedule, EarlyStopping, FamilyScores
 
 
 @dataclass
@@ -113,6 +113,9 @@ class PixelTrainingOptions(LoopOptions):
     neuro-symbolic: a neuro-symbolic player file a fresh run starts from (fine-tuning)."""
     parser_only: bool = False
     """neuro-symbolic: train the question parser alone; perception stays as it is and no training image is read."""
+    patience: int | None = None
+    """Held-out evaluations without a better accuracy before the run stops, keeping the best weights
+    (None: no early stopping, the run uses its whole step budget)."""
 
     @property
     def kind(self) -> str:
@@ -136,6 +139,16 @@ class PixelTrainingOptions(LoopOptions):
             raise InputError(f"--device {self.device!r}: no CUDA device on this machine")
         return device
 
+
+@dataclass
+class PreparedPixelData:
+    """Data the caller already holds (one split of a dataset in memory, `data.select_scenes`), trained on
+    instead of reading `data` / `eval_data`: answers in ANSWERS order, words in `vocabulary`, images at the
+    options' spec. Fresh runs only."""
+
+    train: PixelData
+    vocabulary: WordVocabulary
+    held_out: PixelData | None = None
 
 
 @dataclass
@@ -278,15 +291,46 @@ def _neuro_symbolic_start(options: PixelTrainingOptions) -> PixelPlayerFile:
     return start
 
 
-def train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
-    """Train (or resume) a pixel player; writes `options.out` and its checkpoint; returns the run's summary."""
+def train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | None = None) -> PixelTrainingResult:
+    """Train (or resume) a pixel player; writes `options.out` and its checkpoint; returns the run's summary.
+
+    `prepared`: train on these in-memory tensors instead of reading `options.data` and `options.eval_data`.
+    """
     from players.state.training import denormals_flushed
 
+    if prepared is not None:
+        _check_prepared(prepared, options)
     with denormals_flushed():
-        return _train_pixel(options)
+        return _train_pixel(options, prepared)
 
 
-def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
+def _check_prepared(prepared: PreparedPixelData, options: PixelTrainingOptions) -> None:
+    if options.resume or options.init or options.parser_only:
+        raise ValueError("prepared data is for fresh runs (no resume, no init, no parser-only)")
+    for part in (prepared.train, prepared.held_out):
+        if part is not None and tuple(part.images.shape[1:]) != (options.height, options.width, 3):
+            raise ValueError(f"prepared images are {tuple(part.images.shape[1:])}, not the options' "
+                             f"{(options.height, options.width, 3)}")
+
+
+def evaluate_pixel_player(player_file: PixelPlayerFile, data: PixelData,
+                          device: torch.device | str = "cpu") -> tuple[FamilyScores, dict[str, Any]]:
+    """Per-family accuracy of a trained player on every question of `data` (images at the player's spec),
+    with the task's extra measures (the neuro-symbolic player's program and perception scores)."""
+    device = torch.device(device)
+    model = player_file.build(device)
+    task: AnsweringTask | NeuroSymbolicTask | ObjectTransformerTask
+    if isinstance(model, ObjectTransformerNetwork):
+        task = ObjectTransformerTask(model, device)
+    elif isinstance(model, NeuroSymbolicNetwork):
+        attach_program_ids(data, player_file.program_tokens, model.config.parser.max_tokens)
+        task = NeuroSymbolicTask(model, player_file.program_tokens, player_file.fallback, player_file.image, device)
+    else:
+        task = AnsweringTask(model, device)
+    return task.evaluate(data)
+
+
+def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | None = None) -> PixelTrainingResult:
     from tqdm import tqdm
 
     torch.set_num_threads(options.threads)
@@ -311,7 +355,10 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
         start_file.vocabulary() if start_file else initial.vocabulary() if initial else default_word_vocabulary())
     source = previous or start_file or initial
     answers = list(source.answers) if source else list(ANSWERS)
-    if options.parser_only:
+    eval_data = None
+    if prepared is not None:
+        train_data, vocabulary, eval_data = prepared.train, prepared.vocabulary, prepared.held_out
+    elif options.parser_only:
         train_data, vocabulary = load_question_data(options.data, vocabulary, answers, spec,
                                                     extend_vocabulary=previous is None)
     else:
@@ -319,8 +366,7 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
             options.data, vocabulary, answers, spec, extend_vocabulary=previous is None,
             render_workers=options.render_workers, progress=options.progress,
         )
-    eval_data = None
-    if options.eval_data:
+    if prepared is None and options.eval_data:
         eval_data, _ = load_pixel_data(options.eval_data, vocabulary, answers, spec,
                                        render_workers=options.render_workers, progress=options.progress)
     torch.manual_seed(options.seed)
@@ -393,9 +439,11 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
         })
         save_player_file(options.out, player_file)
 
-    def record_evaluation() -> None:
+    stopping = EarlyStopping(options.patience) if options.patience is not None else None
+
+    def record_evaluation() -> bool:
         if eval_data is None:
-            return
+            return False
         scores, extra = task.evaluate(eval_data, limit=options.eval_size)
         point = {"step": state.step, "accuracy": round(scores.accuracy, 4),
                  "minutes": round(state.seconds() / 60, 1), **extra}
@@ -405,6 +453,15 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
             for name, value in extra.items():
                 writer.add_scalar(f"heldout/{name}", value, state.step)
         tqdm.write(f"step {state.step}: held-out accuracy {scores.accuracy:.4f} {extra} ({point['minutes']} min)")
+        if stopping is None:
+            return False
+        stop = stopping.update(scores.accuracy, model)
+        if stop or state.step >= options.steps:
+            stopping.restore(model)  # the loop saves right after
+        if stop:
+            tqdm.write(f"stopping at step {state.step}: no better held-out accuracy in {options.patience} "
+                       f"evaluations; kept the best ({stopping.best:.4f})")
+        return stop
 
     if options.progress:
         print(f"{options.player}: {sum(p.numel() for p in model.parameters())} parameters, "
@@ -415,7 +472,7 @@ def _train_pixel(options: PixelTrainingOptions) -> PixelTrainingResult:
                       save, record_evaluation, started=started, writer=writer)
     if writer is not None:
         writer.close()
-    if state.step == options.steps and eval_data is not None:
+    if state.step == options.steps and eval_data is not None and prepared is None:  # the caller scores its own
         scores, extra = task.evaluate(eval_data)
         heldout.update({
             "data": str(options.eval_data), "questions": len(eval_data), "accuracy": round(scores.accuracy, 4),
