@@ -1,0 +1,97 @@
+"""What a pixel player's trial of the examples study costs: seconds per training step and evaluation rate.
+
+For `film`, `pixel-rn` and `object-transformer` with their default configs, on
+every other scene of a rendered `clevr-game exhaustive` dataset (rendered first
+when missing, `fast` 128x96): the median seconds of a training step (batch 128,
+forward, backward, AdamW) and the questions answered per second in evaluation,
+through the pixel trainer's own tasks. The object-transformer's frozen
+perception detects each image once per trial; its rate is shown too. These
+are the per-step and per-question costs of docs/exhaustive.md's time estimate.
+
+Run: python -m benchmarks.perf_pixel_study [--data runs/exhaustive/2-one] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+BATCH = 128
+STEPS = 12
+WARM_STEPS = 2
+"""Steps left out of the median: the first ones allocate."""
+EVALUATED = 2048
+
+
+def run(data: str, threads: int = 1) -> list[str]:
+    """One line per player: parameters, seconds per step, questions per second (and detections per second)."""
+    from clevr_game.text import default_word_vocabulary
+    from players.pixel.checkpoint import PLAYER_KINDS, build_model
+    from players.pixel.data import load_pixel_data, select_scenes
+    from players.pixel.images import ImageSpec
+    from players.pixel.object_training import (
+        ObjectTransformerTask,
+        perception_source,
+        start_config,
+        start_weights,
+    )
+    from players.pixel.training import AnsweringTask
+    from players.state.features import ANSWERS
+
+    torch.set_num_threads(threads)
+    pixels, vocabulary = load_pixel_data(data, default_word_vocabulary(), list(ANSWERS), ImageSpec(),
+                                         extend_vocabulary=True, progress=True)
+    part = select_scenes(pixels, np.arange(0, len(pixels.images), 2))
+    lines = []
+    for player in ("film", "pixel-rn", "object-transformer"):
+        torch.manual_seed(0)
+        kind, note = PLAYER_KINDS[player], ""
+        task: AnsweringTask | ObjectTransformerTask
+        if kind == "object-transformer":
+            perception_config, perception_weights = perception_source(None)
+            model = build_model(kind, start_config({}, perception_config, None), len(vocabulary), len(ANSWERS))
+            start_weights(model, perception_weights, None, len(vocabulary))
+            task = ObjectTransformerTask(model, torch.device("cpu"))
+            started = time.perf_counter()
+            task.detections(part)  # once per trial in the study, before the first step
+            note = f", detections {len(part.images) / (time.perf_counter() - started):.0f} images/s"
+        else:
+            model = build_model(kind, {}, len(vocabulary), len(ANSWERS))
+            task = AnsweringTask(model, torch.device("cpu"))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        model.train()
+        generator = torch.Generator().manual_seed(0)
+        seconds = []
+        for _ in range(STEPS):
+            indices = torch.randint(0, len(part), (BATCH,), generator=generator)
+            started = time.perf_counter()
+            loss, _ = task.loss(part, indices)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            seconds.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        task.evaluate(part, limit=EVALUATED)
+        answered = min(EVALUATED, len(part)) / (time.perf_counter() - started)
+        lines.append(f"{player}: {sum(p.numel() for p in model.parameters()):,} parameters, "
+                     f"{statistics.median(seconds[WARM_STEPS:]):.3f} s/step (batch {BATCH}), "
+                     f"evaluation {answered:.0f} questions/s{note}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="runs/exhaustive/2-one", help="a `clevr-game exhaustive` folder")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args()
+    print(f"{args.data}, every other scene, default configs, {args.threads} thread(s)")
+    for line in run(args.data, args.threads):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
