@@ -509,7 +509,9 @@ def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
         x = np.array([p.fraction for p in points]) * 100
         mean = np.array([p.mean for p in points])
         low, high = np.array([p.low for p in points]), np.array([p.high for p in points])
-        ax.errorbar(x, mean, yerr=[mean - low, high - mean], marker="o", capsize=3, label=f"{dataset} ({player})")
+        # One (2, N) array: a list of two arrays makes matplotlib convert 1-element arrays to scalars (deprecated).
+        ax.errorbar(x, mean, yerr=np.vstack([mean - low, high - mean]), marker="o", capsize=3,
+                    label=f"{dataset} ({player})")
     ax.axhline(TARGET_ACCURACY, color="gray", linestyle=":", linewidth=1)
     ax.set_xscale("log")
     ticks = sorted({p.fraction * 100 for points in lines.values() for p in points})
