@@ -13,12 +13,11 @@ import time
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from benchmarks.timing import print_table, rate, row
+from benchmarks.timing import TimedPlayer, print_table, rate, row
 from envs.adversarial import AdversarialSceneEnv
 from envs.items import ItemPool, load_items
 from envs.vector import AdversarialVectorEnv
 from players.oracle import OraclePlayer
-from players.protocol import Player
 
 NUM_ENVS = 64
 
@@ -61,21 +60,6 @@ def run(quick: bool = False) -> list[dict]:
     except Exception as exc:  # the shipped player may be missing in a trimmed checkout
         print(f"env overhead with a neural player: not measured ({type(exc).__name__}: {exc})")
     return rows
-
-
-class TimedPlayer(Player):
-    """Forwards to a player and adds up the seconds spent inside it."""
-
-    def __init__(self, inner: Player):
-        self.inner, self.name, self.needs = inner, inner.name, inner.needs
-        self.seconds = 0.0
-
-    def answer_batch(self, queries):
-        start = time.perf_counter()
-        try:
-            return self.inner.answer_batch(queries)
-        finally:
-            self.seconds += time.perf_counter() - start
 
 
 def overhead_row(pool: ItemPool, player_name: str, steps: int) -> dict:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from players.protocol import Answer, Player, Query
 
 
 def rate(work: Callable[[], int], repeats: int = 3, min_seconds: float = 0.2) -> float:
@@ -32,3 +34,23 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         print(f"{r['name']:<48} {r['baseline']:>12.1f} {r['value']:>12.1f} {r['ratio']:>7.1f}x  "
               f"{r['unit']}  {r.get('goal', '')}")
+
+
+class TimedPlayer(Player):
+    """Forwards to a player and adds up the seconds and queries spent inside it."""
+
+    def __init__(self, inner: Player):
+        self.inner, self.name, self.needs, self.image_spec = inner, inner.name, inner.needs, inner.image_spec
+        self.seconds = 0.0
+        self.queries = 0
+
+    def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
+        start = time.perf_counter()
+        try:
+            return self.inner.answer_batch(queries)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.queries += len(queries)
+
+    def close(self) -> None:
+        self.inner.close()

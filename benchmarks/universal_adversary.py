@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.timing import TimedPlayer
 from clevr_game.atomic import atomic_path, write_json_atomic, write_text_atomic
 from clevr_game.errors import InputError
 from clevr_game.scene import read_json
-from players.protocol import Answer, Player, Query
 
 SPLIT_FILE = "split.json"
 PROGRESS_FILE = "progress.json"
@@ -42,26 +42,6 @@ WHO = {"universal": "universal (last policy)",
 """The report's adversaries: the universal one is shown as trained to the end and as the attack default keeps it."""
 DEFAULT_STEPS = 50_000_000
 """Far more than an hour allows: the run ends by --max-minutes, and a later call continues it."""
-
-
-class TimedPlayer(Player):
-    """Forwards to a player and adds up the seconds spent inside it (what limits the steps per second)."""
-
-    def __init__(self, inner: Player):
-        self.inner, self.name, self.needs, self.image_spec = inner, inner.name, inner.needs, inner.image_spec
-        self.seconds = 0.0
-        self.queries = 0
-
-    def answer_batch(self, queries: list[Query]) -> list[Answer]:
-        start = time.perf_counter()
-        try:
-            return self.inner.answer_batch(queries)
-        finally:
-            self.seconds += time.perf_counter() - start
-            self.queries += len(queries)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def make_split(item_ids: list[str], train_size: int, heldout_minigames: int, minigame_size: int,
@@ -91,13 +71,27 @@ def _load_split(out: Path, item_ids: list[str], args: argparse.Namespace) -> dic
     return split
 
 
+def _trainer(args: argparse.Namespace, env: Any, out: Path) -> tuple[Any, Any, Any]:
+    """The universal adversary's trainer on `env`'s pool (resumed from its checkpoint), its network and word map.
+
+    The attack's defaults, with a step budget no hour reaches: --max-minutes ends each call.
+    """
+    from agents.a2c import A2CConfig, A2CTrainer
+    from agents.features import FeatureCache
+    from agents.pretrained import load_adversary_network
+
+    network, word_map = load_adversary_network(None, env.pool.words)
+    config = A2CConfig(steps=DEFAULT_STEPS, num_envs=args.num_envs, max_entropy_coef=0.05, keep_best=True,
+                       seed=args.seed)
+    trainer = A2CTrainer(env, FeatureCache(network, word_map, env.pool), config,
+                         checkpoint=out / "runs" / "universal" / "checkpoint.pt")
+    return trainer, network, word_map
+
+
 def train_universal(args: argparse.Namespace, split: dict[str, Any], out: Path) -> dict[str, Any]:
     """Train (or continue) the universal adversary for at most --max-minutes; returns its progress record."""
     import torch
 
-    from agents.a2c import A2CConfig, A2CTrainer
-    from agents.features import FeatureCache
-    from agents.pretrained import load_adversary_network
     from envs.items import ItemPool, load_items
     from envs.vector import AdversarialVectorEnv
     from players.registry import load as load_player
@@ -110,13 +104,10 @@ def train_universal(args: argparse.Namespace, split: dict[str, Any], out: Path) 
     progress = read_json(progress_path) if progress_path.is_file() else {"calls": []}
     try:
         env = AdversarialVectorEnv(pool, player, args.num_envs)
-        network, word_map = load_adversary_network(None, pool.words)
         started = time.perf_counter()
-        features = FeatureCache(network, word_map, pool)
+        trainer, _, _ = _trainer(args, env, out)
         feature_seconds = time.perf_counter() - started
-        config = A2CConfig(steps=DEFAULT_STEPS, num_envs=args.num_envs, max_entropy_coef=0.05, keep_best=True,
-                           seed=args.seed)
-        trainer = A2CTrainer(env, features, config, checkpoint=out / "runs" / "universal" / "checkpoint.pt")
+        config = trainer.config
         before = trainer.update
         started = time.perf_counter()
         trainer.train(max_seconds=args.max_minutes * 60)
@@ -141,10 +132,9 @@ def evaluate_universal(args: argparse.Namespace, split: dict[str, Any], out: Pat
     """The kept policy on training items and on held-out items, with the random baselines on the same ones."""
     import torch
 
-    from agents.a2c import A2CConfig, A2CTrainer, policy_actions
+    from agents.a2c import policy_actions
     from agents.evaluation import evaluate, random_actions, random_valid_actions, scores
     from agents.features import FeatureCache
-    from agents.pretrained import load_adversary_network
     from envs.game import Game
     from envs.items import ItemPool, load_items
     from envs.vector import AdversarialVectorEnv
@@ -156,11 +146,7 @@ def evaluate_universal(args: argparse.Namespace, split: dict[str, Any], out: Pat
     results: dict[str, Any] = {}
     with load_player(args.player) as player:
         env = AdversarialVectorEnv(train_pool, player, args.num_envs)
-        network, word_map = load_adversary_network(None, train_pool.words)
-        trainer = A2CTrainer(env, FeatureCache(network, word_map, train_pool),
-                             A2CConfig(steps=DEFAULT_STEPS, num_envs=args.num_envs, max_entropy_coef=0.05,
-                                       keep_best=True, seed=args.seed),
-                             checkpoint=out / "runs" / "universal" / "checkpoint.pt")
+        trainer, network, word_map = _trainer(args, env, out)
         last = {k: v.detach().clone() for k, v in trainer.adversary.state_dict().items()}
         trainer.use_best()
         best = {k: v.detach().clone() for k, v in trainer.adversary.state_dict().items()}

@@ -455,13 +455,7 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
         tqdm.write(f"step {state.step}: held-out accuracy {scores.accuracy:.4f} {extra} ({point['minutes']} min)")
         if stopping is None:
             return False
-        stop = stopping.update(scores.accuracy, model)
-        if stop or state.step >= options.steps:
-            stopping.restore(model)  # the loop saves right after
-        if stop:
-            tqdm.write(f"stopping at step {state.step}: no better held-out accuracy in {options.patience} "
-                       f"evaluations; kept the best ({stopping.best:.4f})")
-        return stop
+        return stopping.after_evaluation(scores.accuracy, model, state.step, state.step >= options.steps)
 
     if options.progress:
         print(f"{options.player}: {sum(p.numel() for p in model.parameters())} parameters, "

@@ -117,6 +117,22 @@ class EarlyStopping:
         if self.weights is not None:
             model.load_state_dict(self.weights)
 
+    def after_evaluation(self, accuracy: float, model: nn.Module, step: int, last_step: bool) -> bool:
+        """Record one held-out evaluation; True when training should stop.
+
+        At a stop, or at the step budget's end, the best evaluation's weights are put
+        back into `model` (the loop saves right after).
+        """
+        from tqdm import tqdm
+
+        stop = self.update(accuracy, model)
+        if stop or last_step:
+            self.restore(model)
+        if stop:
+            tqdm.write(f"stopping at step {step}: no better held-out accuracy in {self.patience} "
+                       f"evaluations; kept the best ({self.best:.4f})")
+        return stop
+
 
 @dataclass
 class FamilyScores:
@@ -315,13 +331,7 @@ def _train(options: TrainingOptions, prepared: PreparedData | None = None) -> Tr
         tqdm.write(f"step {state.step}: held-out accuracy {scores.accuracy:.4f} ({point['minutes']} min)")
         if stopping is None:
             return False
-        stop = stopping.update(scores.accuracy, model)
-        if stop or state.step >= options.steps:
-            stopping.restore(model)  # the loop saves right after
-        if stop:
-            tqdm.write(f"stopping at step {state.step}: no better held-out accuracy in {options.patience} "
-                       f"evaluations; kept the best ({stopping.best:.4f})")
-        return stop
+        return stopping.after_evaluation(scores.accuracy, model, state.step, state.step >= options.steps)
 
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
         batch, targets = train_tensors.batch(schedule.indices(step))
