@@ -71,6 +71,7 @@ class Plan:
                     SizeBudget(size, self.minigames, self.seeds, self.steps))
 
     def trials(self) -> list[dict[str, Any]]:
+        digests = {player: weights_digest(player) for player in self.players}
         trials = []
         for player in self.players:
             for adversary in self.adversaries:
@@ -82,7 +83,8 @@ class Plan:
                         for seed in range(budget.seeds):
                             trial_id = f"{player_slug(player)}{seen_as}__size{size}__mg{minigame}__seed{seed}"
                             trials.append({
-                                "trial": trial_id, "player": player, "adversary": adversary, "size": size,
+                                "trial": trial_id, "player": player, "player_weights": digests[player],
+                                "adversary": adversary, "size": size,
                                 "minigame": minigame, "seed": seed, "steps": budget.steps, "items": self.items,
                                 "minigames_file": str(self.manifest(size)),
                                 "run": str(Path(self.out) / "runs" / trial_id),
@@ -156,12 +158,26 @@ def player_slug(spec: str) -> str:
     return f"{readable}-{hashlib.sha256(spec.encode('utf-8')).hexdigest()[:8]}"
 
 
+def weights_digest(spec: str) -> str | None:
+    """A short hash of the player's weights file, so a retrained player's trials run again on resume."""
+    from players.registry import weights_file
+
+    path = weights_file(spec)
+    if path is None or not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
 def one_line(error: BaseException) -> str:
     text = " ".join(f"{type(error).__name__}: {error}".split())
     return text[:600]
 
 
-RECORD_KEYS = ("trial", "player", "adversary", "size", "minigame", "seed", "steps", "run")
+RECORD_KEYS = ("trial", "player", "player_weights", "adversary", "size", "minigame", "seed", "steps", "run")
 """What a record repeats of its trial: resume checks them, not only the id."""
 
 

@@ -95,6 +95,21 @@ def check_spec(name_or_spec: str) -> None:
         )
 
 
+SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
+
+
+def weights_file(name_or_spec: str) -> Path | None:
+    """The file a spec's player reads its weights from: `file:PATH`, or a shipped player's file; None otherwise.
+
+    Subprocess and http players and the oracle have none the project can see.
+    """
+    spec = name_or_spec.strip()
+    if spec.startswith(PLAYER_FILE_PREFIX):
+        return Path(spec[len(PLAYER_FILE_PREFIX):])
+    shipped = SHIPPED_WEIGHTS / f"{spec}.pt"
+    return shipped if spec in _FACTORIES and shipped.is_file() else None
+
+
 def load_guarded(
     name_or_spec: str,
     *,

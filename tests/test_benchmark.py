@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from benchmarks.report import build_report
-from benchmarks.runner import TRIALS_FILE, read_trials, run_plan
+from benchmarks.runner import TRIALS_FILE, pending_trials, read_trials, run_plan, write_trials
 from benchmarks.stats import bootstrap_ci, summarise, t_test_against_zero
 from benchmarks.trials import Plan
 from clevr_game.generate import generate_dataset
@@ -167,3 +167,23 @@ def test_statistics():
     assert 0.1 <= low < 0.25 < high <= 0.4
     summary = summarise({0: [0.1, 0.2], 1: [0.5, 0.7]})
     assert summary.maximum == pytest.approx(0.6) and summary.n == 4
+
+
+def test_a_retrained_player_file_runs_its_trials_again(tmp_path):
+    weights = tmp_path / "player.pt"
+    weights.write_bytes(b"first weights")
+    plan = Plan(players=[f"file:{weights}"], items=str(tmp_path / "items"), sizes=[10], minigames=1, seeds=1,
+                steps=64, out=str(tmp_path / "out"))
+    (trial,) = plan.trials()
+    write_trials(plan.out, {trial["trial"]: {**trial, "drop": 0.0}})
+    assert pending_trials(plan) == []
+    weights.write_bytes(b"retrained weights")
+    assert [t["trial"] for t in pending_trials(plan)] == [trial["trial"]]
+    assert plan.trials()[0]["player_weights"] != trial["player_weights"]
+
+
+def test_shipped_players_are_keyed_by_their_weights_file():
+    from players.registry import SHIPPED_WEIGHTS, weights_file
+
+    assert weights_file("state-rn") == SHIPPED_WEIGHTS / "state-rn.pt"
+    assert weights_file("oracle") is None and weights_file("subprocess:python x.py") is None

@@ -34,7 +34,7 @@ FRAGILE_PLAYER = textwrap.dedent("""
         total = sum(o["3d_coords"][0] for o in query["scene"]["objects"])
         print(json.dumps({"id": query["id"], "answer": "yes" if total > 0 else "no"}), flush=True)
 """)
-RUN_DEPENDENT = ("seconds", "run", "player", "trial", "items", "minigames_file", "adversary_weights")
+RUN_DEPENDENT = ("seconds", "run", "player", "player_weights", "trial", "items", "minigames_file", "adversary_weights")
 
 
 def _trial_record(root: Path) -> dict:
