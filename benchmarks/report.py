@@ -238,6 +238,9 @@ def read_items_folder(items_dir: str) -> ItemsFolder | None:
         else:
             for item in load_items(items_dir):
                 found.scenes[item.item_id], found.questions[item.item_id] = item.scene, item.question
+                attribute = item.extra.get("query_attribute")
+                if attribute is not None:  # CLEVR-POC: one family per asked attribute of the hidden object
+                    found.families[item.item_id] = f"hidden {attribute}"
                 kind = question_kind(item.program)
                 if kind is not None:
                     found.kinds[item.item_id] = kind

@@ -204,3 +204,10 @@ def test_the_jaccard_loss_of_set_answers_is_counted_per_move(items):
         assert result.jaccard_loss == pytest.approx(expected)
     assert scores(results).jaccard_loss == pytest.approx(np.mean([r.jaccard_loss for r in results]))
     assert scores(results).to_json()["jaccard_loss"] > 0
+
+
+def test_benchmark_reports_group_poc_items_by_the_asked_attribute(poc_folder, items):
+    from benchmarks.report import read_items_folder
+
+    families = read_items_folder(str(poc_folder)).families
+    assert families == {item.item_id: f"hidden {item.extra['query_attribute']}" for item in items}
