@@ -52,7 +52,8 @@ class Folders:
 def generate_commands(folders: Folders, sizes: tuple[int, ...], test_items: int) -> list[tuple[Path, list[str]]]:
     """The `poc generate` calls, disjoint seeds: train (largest size + the seen-environment held-out items),
     validation and test on environments of their own."""
-    base = ["clevr-game", "poc", "generate"]
+    # Every object visible, as CLEVR's generator checks: the neuro-symbolic player sees renders of these.
+    base = ["clevr-game", "poc", "generate", "--check-visibility"]
     return [
         (folders.train, base + ["--environments", str(TRAIN_ENVIRONMENTS), "--items", str(max(sizes) + HELD_OUT_SEEN),
                                 "--seed", "110", "--out", str(folders.train)]),
@@ -128,7 +129,7 @@ def report(records: dict[str, dict[str, Any]], command: str, planned: list[str])
         "CPU only, one torch thread, each training capped by `--max-minutes`.",
         "",
         "```",
-        command,
+        *sorted({r.get("command", command) for r in records.values()} or {command}),
         "```",
         "",
         "| player | training items | unseen envs: exact [95% CI] | Jaccard | seen envs: exact [95% CI] | Jaccard "
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             minutes = (time.monotonic() - trained) / 60
             records[key] = {
                 "key": key, "player": player, "size": size, "minutes": round(minutes, 2), "info": info,
+                "command": command,
                 "unseen": evaluate(player, path, folders.unseen, 0, None),
                 "seen": evaluate(player, path, folders.train, max(sizes), HELD_OUT_SEEN),
             }

@@ -46,6 +46,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     path = generate_poc_dataset(
         args.out, args.environments, args.items, args.seed,
         min_objects=args.min_objects, max_objects=args.max_objects, allow_empty_regions=args.allow_empty_regions,
+        check_visibility=args.check_visibility,
     )
     out = Path(args.out)
     print(f"wrote {out / 'environments'} and {path}, each item's partial.json, q.lp and env.lp under {out / 'items'}")
@@ -209,6 +210,9 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-objects", type=positive_int, default=9)
     p.add_argument("--allow-empty-regions", action="store_true",
                    help="environments may force a region empty (off: every region can hold an object)")
+    p.add_argument("--check-visibility", action="store_true",
+                   help="every object of each partial scene shows at least CLEVR's 200 pixels (exact ray casting "
+                        "at the index pass's 320x240), as CLEVR checks its scenes; for items a pixel player will see")
     p.add_argument("--out", required=True, help="folder: items.json, environments/, items/NNNN/ per item")
     p.set_defaults(handler=_cmd_generate)
 

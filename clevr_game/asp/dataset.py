@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from clevr_game.asp.sampling import SceneSampler
 from clevr_game.asp.solve import brave_answers
 from clevr_game.errors import ClevrGameError, InputError
 from clevr_game.programs import program_to_json
-from clevr_game.scene import write_json_atomic, write_text_atomic
+from clevr_game.scene import Scene, write_json_atomic, write_text_atomic
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
 
 DEFAULT_QUERY_WEIGHTS: dict[str, float] = {"color": 0.4, "shape": 0.4, "size": 0.1, "material": 0.1}
@@ -104,7 +105,7 @@ def _write_environments(
 
 def _item(
     entries: list[_EnvironmentEntry], attribute: str, index: int, rng: np.random.Generator,
-    seen: Counter, cap: int,
+    seen: Counter, cap: int, hidden_objects: Callable[[Scene], list[int]] | None = None,
 ) -> dict:
     domain = len(CLEVR_POC.values(attribute))
     rejected = 0
@@ -121,6 +122,9 @@ def _item(
             if not 1 <= len(answer) < domain or seen[tuple(answer)] >= allowed:
                 rejected += 1
                 continue
+            # Last, as it renders: the scene a pixel player sees must show every object (CLEVR's rule).
+            if hidden_objects is not None and hidden_objects(partial):
+                continue
             seen[tuple(answer)] += 1
             return {
                 "item_index": index,
@@ -136,6 +140,15 @@ def _item(
     raise ClevrGameError(f"item {index}: no {attribute} question found in {MAX_DRAWS_PER_ITEM} scenes")
 
 
+def _hidden_objects_geometric(scene: Scene) -> list[int]:
+    # Ray casting against the exact shapes (cones included): the index pass's counts within a few
+    # outline pixels (docs/rendering.md), in milliseconds instead of a Blender render per item.
+    from clevr_game.render.renderer import CLEVR_MIN_PIXELS
+    from clevr_game.render.silhouettes import visible_pixels_geometric
+
+    return [i for i, count in enumerate(visible_pixels_geometric(scene)) if count < CLEVR_MIN_PIXELS]
+
+
 def generate_poc_dataset(
     out_dir: str | os.PathLike[str],
     num_environments: int,
@@ -147,9 +160,14 @@ def generate_poc_dataset(
     query_weights: dict[str, float] | None = None,
     allow_empty_regions: bool = False,
     item_files: bool = True,
+    check_visibility: bool = False,
 ) -> Path:
     """Write `out_dir/environments/env_XXX.{lp,txt}`, `out_dir/items.json` and (with `item_files`)
-    each item's `out_dir/items/NNNN/{partial.json,q.lp,env.lp}`; returns the items path."""
+    each item's `out_dir/items/NNNN/{partial.json,q.lp,env.lp}`; returns the items path.
+
+    `check_visibility`: every object of each partial scene shows at least CLEVR's 200
+    pixels at the index pass's 320 x 240, for items that will be rendered.
+    """
     if num_environments < 1 or num_items < 0:
         raise InputError("--environments must be >= 1 and --items >= 0")
     if not POC_MIN_OBJECTS <= min_objects <= max_objects <= POC_MAX_OBJECTS:
@@ -170,13 +188,15 @@ def generate_poc_dataset(
         a: max(1, math.ceil(quotas[a] / min(MAX_ANSWER_KINDS, 2 ** len(CLEVR_POC.values(a)) - 2)))
         for a in ATTRIBUTES
     }
-    items = [_item(entries, attribute, i, rng, seen[attribute], caps[attribute]) for i, attribute in enumerate(schedule)]
+    hidden = _hidden_objects_geometric if check_visibility else None
+    items = [_item(entries, attribute, i, rng, seen[attribute], caps[attribute], hidden)
+             for i, attribute in enumerate(schedule)]
     from clevr_game import __version__
 
     info = {
         "generator": f"clevr-game {__version__}", "vocabulary": CLEVR_POC.name, "seed": seed,
         "query_weights": weights, "num_environments": num_environments, "num_items": num_items,
-        "allow_empty_regions": allow_empty_regions,
+        "allow_empty_regions": allow_empty_regions, "check_visibility": check_visibility,
     }
     environments = [
         {
