@@ -11,6 +11,14 @@ is a plain dataclass so the player file stores it as a dict.
   normalised features are scaled and shifted per channel by the question
   (gamma, beta from a GRU), coordinate maps before each block, a max-pooled
   classifier.
+
+Either can read the image through a pretrained, frozen backbone instead of
+learning its first layers from pixels (config `backbone="perception"`; the
+FiLM paper fed FiLM frozen ImageNet features): the neuro-symbolic player's
+perception CNN up to its feature map (`PerceptionBackbone`, 64 channels at a
+quarter of the image size), its weights copied in by the trainer and saved with
+the model. Its output depends on the image alone, so a trainer can compute it
+once per image (`image_features`) and train the rest from it (`answer`).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from clevr_game.errors import InputError
 
 # Rough per-channel statistics of the renders: inputs near zero mean and unit scale.
 _PIXEL_MEAN = 0.45
@@ -47,6 +57,61 @@ def conv_block(in_channels: int, out_channels: int, stride: int = 1, dilation: i
     )
 
 
+BACKBONES = ("none", "perception")
+"""`none`: the model learns from pixels; `perception`: it reads the frozen neuro-symbolic perception's features."""
+
+PERCEPTION_BACKBONE_STRIDE = 4
+"""Image pixels per backbone cell along each axis (the perception's two stride-2 layers)."""
+
+
+def _check_backbone(name: str) -> None:
+    if name not in BACKBONES:
+        raise InputError(f"backbone {name!r}: expected one of {', '.join(map(repr, BACKBONES))}")
+
+
+class PerceptionBackbone(nn.Module):
+    """The neuro-symbolic perception's `early` + `context` layers, frozen: (B, 64, H/4, W/4) features of an image.
+
+    The layer widths are pinned to the shipped perception's (32 and 64 channels) rather than read from
+    `PerceptionConfig`'s defaults, so a saved player keeps loading if those defaults change. It never
+    trains: no gradients, and it stays in eval mode (its batch-norm statistics are the perception's).
+    """
+
+    channels = 64
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Imported here: perception.py imports this module for its building blocks.
+        from players.pixel.perception import PerceptionConfig, PerceptionNetwork
+
+        perception = PerceptionNetwork(PerceptionConfig(channels=32, width=self.channels))
+        self.early, self.context = perception.early, perception.context
+        self.requires_grad_(False)
+        self.eval()
+
+    def train(self, mode: bool = True) -> PerceptionBackbone:
+        return super().train(False)
+
+    def load_perception(self, perception_state: dict[str, torch.Tensor]) -> None:
+        """Copy the `early` and `context` weights of a `PerceptionNetwork` state dict (its heads are not used);
+        InputError when their shapes differ from this backbone's."""
+        wanted = self.state_dict()
+        state = {name: tensor for name, tensor in perception_state.items() if name in wanted}
+        wrong = sorted(name for name, tensor in state.items() if tensor.shape != wanted[name].shape)
+        missing = sorted(set(wanted) - set(state))
+        if wrong or missing:
+            raise InputError(f"the perception's layers do not fit the backbone (channels 32, width "
+                             f"{self.channels}): {', '.join((wrong + missing)[:3])} ...")
+        self.load_state_dict(state)
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, H, W, 3) uint8 -> (B, 64, H/4, W/4) float, exactly the perception's map before its heads."""
+        features = self.early(normalise_images(images))
+        batch, _, height, width = features.shape
+        return self.context(torch.cat([features, coordinate_maps(batch, height, width, features.device)], 1))
+
+
 class QuestionEncoder(nn.Module):
     """Word embeddings and a one-way recurrent network; the question is its state at the last word."""
 
@@ -73,6 +138,15 @@ class PixelRNConfig:
     g_layers: int = 3
     f_width: int = 128
     dropout: float = 0.1
+    backbone: str = "none"
+    """`perception`: the frozen perception stands in for the first two of the `conv_layers` stride-2 layers
+    (same cell grid: 8 x 6 cells at 128 x 96 with 4 layers); the rest train on its features."""
+
+    def __post_init__(self) -> None:
+        _check_backbone(self.backbone)
+        if self.backbone != "none" and self.conv_layers < 3:
+            raise InputError(f"conv_layers {self.conv_layers}: a backbone takes the first two stride-2 layers, "
+                             "so at least 3 are needed")
 
 
 class PixelRelationNetwork(nn.Module):
@@ -81,8 +155,13 @@ class PixelRelationNetwork(nn.Module):
     def __init__(self, config: PixelRNConfig, vocabulary_size: int, answer_count: int):
         super().__init__()
         self.config = config
-        layers = [conv_block(3 if i == 0 else config.channels, config.channels, stride=2)
-                  for i in range(config.conv_layers)]
+        self.backbone = PerceptionBackbone() if config.backbone == "perception" else None
+        if self.backbone is None:
+            layers = [conv_block(3 if i == 0 else config.channels, config.channels, stride=2)
+                      for i in range(config.conv_layers)]
+        else:
+            layers = [conv_block(self.backbone.channels if i == 0 else config.channels, config.channels, stride=2)
+                      for i in range(config.conv_layers - 2)]
         self.cnn = nn.Sequential(*layers)
         self.question = QuestionEncoder(vocabulary_size, config.word_width, config.question_width)
         cell_width = config.channels + 2  # features and the cell's coordinates
@@ -100,9 +179,18 @@ class PixelRelationNetwork(nn.Module):
             nn.Linear(config.f_width, answer_count),
         )
 
+    def image_features(self, images: torch.Tensor) -> torch.Tensor:
+        """What the frozen part of the network makes of the images: the backbone's features, or the
+        normalised pixels without a backbone."""
+        return normalise_images(images) if self.backbone is None else self.backbone(images)
+
     def cells(self, images: torch.Tensor) -> torch.Tensor:
         """(B, N, C + 2): the feature vector and coordinates of every cell of the last feature map."""
-        features = self.cnn(normalise_images(images))
+        return self.cells_from(self.image_features(images))
+
+    def cells_from(self, image_features: torch.Tensor) -> torch.Tensor:
+        """`cells` from `image_features`' output."""
+        features = self.cnn(image_features)
         batch, _, height, width = features.shape
         features = torch.cat([features, coordinate_maps(batch, height, width, features.device)], dim=1)
         return features.flatten(2).transpose(1, 2)
@@ -120,8 +208,17 @@ class PixelRelationNetwork(nn.Module):
 
     def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
         """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
-        cells = self.cells(images)
+        return self.answer(self.image_features(images), words, image_of)
+
+    def answer(self, image_features: torch.Tensor, words: torch.Tensor,
+               image_of: torch.Tensor | None = None) -> torch.Tensor:
+        """`forward` from `image_features`' output (a trainer's cache of the frozen backbone's features)."""
+        cells = self.cells_from(image_features)
         return self.f(self.relations(cells if image_of is None else cells[image_of], words))
+
+
+FILM_BACKBONE_STRIDE = 2
+"""Stride of the trainable projection after the backbone (see PIXEL_MODEL_CARD.md, "Pretrained backbone option")."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +231,12 @@ class FiLMConfig:
     question_width: int = 128
     classifier_width: int = 128
     dropout: float = 0.0
+    backbone: str = "none"
+    """`perception`: the frozen perception replaces the stem (`stem_channels`, `stem_layers` unused); one
+    trainable stride-2 conv projects its features to `width`, the stem's 8-pixel cells."""
+
+    def __post_init__(self) -> None:
+        _check_backbone(self.backbone)
 
 
 class FiLMBlock(nn.Module):
@@ -160,10 +263,14 @@ class FiLMNetwork(nn.Module):
     def __init__(self, config: FiLMConfig, vocabulary_size: int, answer_count: int):
         super().__init__()
         self.config = config
-        stem = [conv_block(3 if i == 0 else config.stem_channels, config.stem_channels, stride=2)
-                for i in range(config.stem_layers)]
-        stem.append(conv_block(config.stem_channels, config.width))
-        self.stem = nn.Sequential(*stem)
+        self.backbone = PerceptionBackbone() if config.backbone == "perception" else None
+        if self.backbone is None:
+            stem = [conv_block(3 if i == 0 else config.stem_channels, config.stem_channels, stride=2)
+                    for i in range(config.stem_layers)]
+            stem.append(conv_block(config.stem_channels, config.width))
+            self.stem = nn.Sequential(*stem)
+        else:
+            self.stem = conv_block(self.backbone.channels, config.width, stride=FILM_BACKBONE_STRIDE)
         self.question = QuestionEncoder(vocabulary_size, config.word_width, config.question_width, cell="gru")
         self.film = nn.Linear(config.question_width, 2 * config.width * config.blocks)
         self.blocks = nn.ModuleList(FiLMBlock(config.width) for _ in range(config.blocks))
@@ -177,9 +284,19 @@ class FiLMNetwork(nn.Module):
             nn.Linear(config.classifier_width, answer_count),
         )
 
+    def image_features(self, images: torch.Tensor) -> torch.Tensor:
+        """What the frozen part of the network makes of the images: the backbone's features, or the
+        normalised pixels without a backbone."""
+        return normalise_images(images) if self.backbone is None else self.backbone(images)
+
     def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
         """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
-        features = self.stem(normalise_images(images))  # the stem does not see the question: once per image
+        return self.answer(self.image_features(images), words, image_of)
+
+    def answer(self, image_features: torch.Tensor, words: torch.Tensor,
+               image_of: torch.Tensor | None = None) -> torch.Tensor:
+        """`forward` from `image_features`' output (a trainer's cache of the frozen backbone's features)."""
+        features = self.stem(image_features)  # the stem does not see the question: once per image
         if image_of is not None:
             features = features[image_of]
         parameters = self.film(self.question(words)).view(words.shape[0], self.config.blocks, 2, self.config.width)

@@ -6,7 +6,10 @@ step from (seed, epoch), so resuming needs only the step) and the per-family
 scores are the state players'; what differs is the data (rendered images, rendered here
 when missing) and the model. Two tasks:
 
-- question answering (`pixel-rn`, `film`): cross-entropy on the answer;
+- question answering (`pixel-rn`, `film`): cross-entropy on the answer; with
+  the config's `backbone="perception"` a fresh run copies the frozen backbone
+  from a neuro-symbolic player file (`perception_from`, by default the shipped
+  one) and computes its features once per image, at the first step;
 - `neuro-symbolic`: the perception loss on the images of the batch plus the
   parser's cross-entropy on the program tokens of its questions, summed (the
   two parts share no weights, so this trains both side by side); evaluated
@@ -63,16 +66,17 @@ from players.pixel.neuro_symbolic import (
     grown_state,
 )
 from players.pixel.object_training import (
+    DEFAULT_PERCEPTION_FILE,
     ObjectTransformerTask,
     perception_source,
     reasoning_source,
     start_config,
     start_weights,
 )
-from players.pixel.object_transformer import ObjectTransformerNetwork
+from players.pixel.object_transformer import ObjectTransformerNetwork, perception_state
 from players.pixel.perception import SceneTargets, perception_loss
 from players.pixel.program_tokens import arities, program_to_tokens, token_list
-from players.state.checkpoint import read_torch, write_torch_atomic
+from players.state.checkpoint import read_torch, shipped_path, write_torch_atomic
 from players.state.features import ANSWERS
 from players.state.training import BatchSchedule, EarlyStopping, FamilyScores
 
@@ -107,7 +111,8 @@ class PixelTrainingOptions(LoopOptions):
     resume: bool = False
     command: str = ""
     perception_from: str | None = None
-    """object-transformer: the neuro-symbolic player file whose perception a fresh run copies (None: shipped)."""
+    """object-transformer, and film / pixel-rn with a `backbone`: the neuro-symbolic player file whose
+    perception a fresh run copies (None: shipped)."""
     init: str | None = None
     """object-transformer: a state-transformer player file a fresh run starts its reasoning from;
     neuro-symbolic: a neuro-symbolic player file a fresh run starts from (fine-tuning)."""
@@ -175,14 +180,40 @@ def _scores(correct: torch.Tensor, data: PixelData) -> FamilyScores:
 
 
 class AnsweringTask:
-    """pixel-rn and film: logits over the answers from (images, words)."""
+    """pixel-rn and film: logits over the answers from (images, words).
 
-    def __init__(self, model: nn.Module, device: torch.device):
+    A model with a frozen backbone has its features computed once per image of a dataset, on first use, and
+    kept (`cache_features`; 64 x 24 x 32 floats, 197 kB, per 128 x 96 image): the images do not change during
+    training and the backbone does not learn, so each step runs only the trainable layers.
+    """
+
+    def __init__(self, model: nn.Module, device: torch.device, cache_features: bool = True,
+                 cache_batch: int = 64):
         self.model, self.device = model, device
+        self.cached = cache_features and getattr(model, "backbone", None) is not None
+        self.cache_batch = cache_batch
+        self._features: dict[int, tuple[PixelData, torch.Tensor]] = {}  # the data kept so its id stays its own
+
+    def image_features(self, data: PixelData) -> torch.Tensor:
+        """The backbone's features of every image of `data` (S, C, h, w) on the device, computed on first use."""
+        key = id(data)
+        if key not in self._features:
+            # Ordinary tensors even when first asked for during an evaluation: training steps read them too.
+            with torch.inference_mode(False), torch.no_grad():
+                parts = [self.model.image_features(data.images[start : start + self.cache_batch].to(self.device))
+                         for start in range(0, len(data.images), self.cache_batch)]
+            self._features[key] = (data, torch.cat(parts))
+        return self._features[key][1]
+
+    def logits(self, data: PixelData, indices: torch.Tensor) -> torch.Tensor:
+        words = _words(data, indices).to(self.device)
+        scenes = data.questions.scene_of[indices]
+        if self.cached:
+            return self.model.answer(self.image_features(data)[scenes.to(self.device)], words)
+        return self.model(data.images[scenes].to(self.device), words)
 
     def loss(self, data: PixelData, indices: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        images = data.images[data.questions.scene_of[indices]].to(self.device)
-        logits = self.model(images, _words(data, indices).to(self.device))
+        logits = self.logits(data, indices)
         loss = nn.functional.cross_entropy(logits, data.questions.answers[indices].to(self.device))
         return loss, {}
 
@@ -193,8 +224,7 @@ class AnsweringTask:
         correct = torch.zeros(count, dtype=torch.bool)
         for start in range(0, count, batch_size):
             indices = torch.arange(start, min(start + batch_size, count))
-            images = data.images[data.questions.scene_of[indices]].to(self.device)
-            predicted = self.model(images, _words(data, indices).to(self.device)).argmax(dim=1).cpu()
+            predicted = self.logits(data, indices).argmax(dim=1).cpu()
             correct[indices] = predicted == data.questions.answers[indices]
         return _scores(correct, data), {}
 
@@ -289,6 +319,20 @@ def _neuro_symbolic_start(options: PixelTrainingOptions) -> PixelPlayerFile:
         raise InputError(f"--init {options.init}: its perception reads {start.image.label} images, "
                          f"not {options.spec.label} (--preset, --image-size)")
     return start
+
+
+def backbone_source(options: PixelTrainingOptions) -> tuple[str, dict[str, torch.Tensor]]:
+    """(path, perception weights) of the neuro-symbolic player file a fresh film / pixel-rn run copies its
+    frozen backbone from; InputError for another kind of file or a perception trained on other images."""
+    path = str(shipped_path(DEFAULT_PERCEPTION_FILE)) if options.perception_from is None else options.perception_from
+    source = load_player_file(path)
+    if source.kind != "neuro-symbolic":
+        raise InputError(f"{path}: holds a {source.kind!r} model; the backbone is copied from a 'neuro-symbolic' "
+                         "player file's perception")
+    if source.image != options.spec:
+        raise InputError(f"{path}: its perception reads {source.image.label} images, not {options.spec.label} "
+                         "(--preset, --image-size): the backbone would see images it was never trained on")
+    return path, perception_state(source.state_dict)
 
 
 def train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | None = None) -> PixelTrainingResult:
@@ -390,6 +434,11 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
         start_weights(model, perception_weights, initial, len(vocabulary))
     if start_file is not None:
         model.load_state_dict(grown_state(start_file.state_dict, len(vocabulary), len(tokens)))
+    backbone = getattr(model, "backbone", None)
+    backbone_from = previous.info.get("backbone_from") if previous else None
+    if backbone is not None and previous is None:  # a resumed run's backbone is in its checkpoint
+        backbone_from, backbone_weights = backbone_source(options)
+        backbone.load_perception(backbone_weights)
     task: AnsweringTask | NeuroSymbolicTask | ObjectTransformerTask
     if isinstance(model, ObjectTransformerNetwork):
         task = ObjectTransformerTask(model, device)
@@ -427,6 +476,7 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
             "parameters": sum(p.numel() for p in model.parameters()),
             "curve": state.curve, "command": options.command, "heldout": heldout, "majority": baseline,
             **({"init": options.init} if options.init else {}),
+            **({"backbone_from": backbone_from} if backbone_from else {}),
             **({"parser_only": True} if options.parser_only else {}),
         }
 
@@ -458,7 +508,9 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
         return stopping.after_evaluation(scores.accuracy, model, state.step, state.step >= options.steps)
 
     if options.progress:
-        print(f"{options.player}: {sum(p.numel() for p in model.parameters())} parameters, "
+        trained_count = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        print(f"{options.player}: {sum(p.numel() for p in model.parameters())} parameters "
+              f"({trained_count} trained), "
               f"{len(train_data)} questions on {train_data.images.shape[0]} images ({spec.label}), "
               f"from step {state.step} of {options.steps}; majority answer {baseline}", flush=True)
     settings = options.loop_settings(log_every=20, smoothing=0.05)
