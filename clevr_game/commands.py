@@ -59,7 +59,7 @@ def add_generate_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scenes", default=None, metavar="SCENES_JSON",
                    help="ask the questions about these scenes (a CLEVR scenes file) instead of generating new ones")
     p.add_argument("--check-visibility", action="store_true",
-                   help="redraw scenes where an object shows fewer than CLEVR's 200 pixels (renders an index pass)")
+                   help="redraw scenes where an object shows fewer than CLEVR's 200 pixels at 320x240 (exact ray casting)")
     p.add_argument("--split", default="new")
     p.add_argument("--out", default="clevr_output")
     p.add_argument("--no-progress", action="store_true")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +130,8 @@ def generate_dataset(
 
     `templates`: `own`, `clevr`, `both` (CLEVR's read from `clevr_templates`) or a
     template file or folder. `check_visibility`: every object shows at least CLEVR's
-    200 pixels in an object-index render (Blender), for pools that will be rendered.
+    200 pixels at the index pass's 320 x 240 (counted by exact ray casting, as the game's
+    visibility referee does), for pools that will be rendered.
     `scenes_file`: ask the questions about these scenes (a CLEVR scenes file, e.g. the
     real val scenes) instead of generating `num_scenes`; they are written unchanged.
     """
@@ -148,25 +148,23 @@ def generate_dataset(
     generator = QuestionGenerator(chosen, seed=int(question_seed.generate_state(1)[0]))
     scenes: list[Scene] = []
     questions: list[dict] = []
-    with ExitStack() as stack:
-        hidden = None
-        if check_visibility:
-            from clevr_game.render import Renderer
-
-            hidden = stack.enter_context(Renderer("fast", workers=1)).hidden_objects
-        if scenes_file is not None:
-            given = load_scenes(scenes_file)
-            stream, num_scenes = iter(given), len(given)
-        else:
-            stream = generate_scenes(
-                num_scenes, int(scene_seed.generate_state(1)[0]),
-                min_objects=min_objects, max_objects=max_objects, split=split, hidden_objects=hidden,
-            )
-        for scene in tqdm(stream, total=num_scenes, desc="scenes", unit="scene", disable=not progress, leave=False):
-            scenes.append(scene)
-            for question in generator.generate(scene, questions_per_scene):
-                question["question_index"] = len(questions)
-                questions.append(question)
+    hidden = None
+    if check_visibility:
+        # Ray casting, as the game's visibility referee counts: no Blender render per scene.
+        from clevr_game.render.silhouettes import hidden_objects_geometric as hidden
+    if scenes_file is not None:
+        given = load_scenes(scenes_file)
+        stream, num_scenes = iter(given), len(given)
+    else:
+        stream = generate_scenes(
+            num_scenes, int(scene_seed.generate_state(1)[0]),
+            min_objects=min_objects, max_objects=max_objects, split=split, hidden_objects=hidden,
+        )
+    for scene in tqdm(stream, total=num_scenes, desc="scenes", unit="scene", disable=not progress, leave=False):
+        scenes.append(scene)
+        for question in generator.generate(scene, questions_per_scene):
+            question["question_index"] = len(questions)
+            questions.append(question)
     info = dataset_info(split, seed)
     scenes_path, questions_path = out / "scenes.json", out / "questions.json"
     save_scenes(scenes_path, scenes, info)

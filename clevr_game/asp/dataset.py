@@ -140,15 +140,6 @@ def _item(
     raise ClevrGameError(f"item {index}: no {attribute} question found in {MAX_DRAWS_PER_ITEM} scenes")
 
 
-def _hidden_objects_geometric(scene: Scene) -> list[int]:
-    # Ray casting against the exact shapes (cones included): the index pass's counts within a few
-    # outline pixels (docs/rendering.md), in milliseconds instead of a Blender render per item.
-    from clevr_game.render.renderer import CLEVR_MIN_PIXELS
-    from clevr_game.render.silhouettes import visible_pixels_geometric
-
-    return [i for i, count in enumerate(visible_pixels_geometric(scene)) if count < CLEVR_MIN_PIXELS]
-
-
 def generate_poc_dataset(
     out_dir: str | os.PathLike[str],
     num_environments: int,
@@ -188,7 +179,9 @@ def generate_poc_dataset(
         a: max(1, math.ceil(quotas[a] / min(MAX_ANSWER_KINDS, 2 ** len(CLEVR_POC.values(a)) - 2)))
         for a in ATTRIBUTES
     }
-    hidden = _hidden_objects_geometric if check_visibility else None
+    hidden = None
+    if check_visibility:
+        from clevr_game.render.silhouettes import hidden_objects_geometric as hidden
     items = [_item(entries, attribute, i, rng, seen[attribute], caps[attribute], hidden)
              for i, attribute in enumerate(schedule)]
     from clevr_game import __version__

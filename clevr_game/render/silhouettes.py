@@ -81,6 +81,18 @@ def visible_pixels_geometric(scene: Scene, width: int = INDEX_SIZE[0], height: i
     return counts
 
 
+def hidden_objects_geometric(scene: Scene, min_pixels: int | None = None) -> list[int]:
+    """Indices of objects showing fewer than CLEVR's 200 pixels at the index pass's 320 x 240.
+
+    The geometric stand-in for `Renderer.hidden_objects`: the same verdict on 99.96% of
+    objects (docs/rendering.md), in milliseconds and without Blender.
+    """
+    from clevr_game.render.renderer import CLEVR_MIN_PIXELS
+
+    threshold = CLEVR_MIN_PIXELS if min_pixels is None else min_pixels
+    return [i for i, count in enumerate(visible_pixels_geometric(scene)) if count < threshold]
+
+
 def _owners(scene: Scene, width: int, height: int) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
     """The front-most object's index at each pixel (flat, -1 for none), and each object's candidate pixels."""
     _check_size(width, height)
