@@ -14,6 +14,8 @@ import numpy as np
 
 PAD = "<pad>"
 UNKNOWN = "<unk>"
+MAX_QUESTION_TOKENS = 48
+"""Question tokens kept by the players and the adversary; CLEVR's longest template questions have about 45."""
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 
 

@@ -20,11 +20,9 @@ from clevr_game.dataset import load_dataset
 from clevr_game.errors import InputError
 from clevr_game.programs import Program
 from clevr_game.scene import MAX_OBJECTS, Scene
-from clevr_game.text import WordVocabulary, default_word_vocabulary
+from clevr_game.text import MAX_QUESTION_TOKENS, WordVocabulary, default_word_vocabulary
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
 from players.protocol import shown
-
-QUESTION_LENGTH = 48
 
 
 @dataclass
@@ -74,7 +72,7 @@ class ItemPool:
     """Items plus their scenes packed into (I, MAX_OBJECTS, ...) arrays in object order."""
 
     def __init__(self, items: list[Item], words: WordVocabulary | None = None,
-                 question_length: int = QUESTION_LENGTH):
+                 question_length: int = MAX_QUESTION_TOKENS):
         if not items:
             raise InputError("no items to play (the item pool is empty)")
         for item in items:  # scene loaders reject these; items built in code reach here directly

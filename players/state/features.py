@@ -22,11 +22,9 @@ import numpy as np
 from clevr_game.dataset import Question
 from clevr_game.errors import InputError
 from clevr_game.scene import MAX_OBJECTS, Scene
+from clevr_game.text import MAX_QUESTION_TOKENS as MAX_QUESTION_TOKENS
 from clevr_game.text import WordVocabulary
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
-
-MAX_QUESTION_TOKENS = 48
-"""Question tokens kept; CLEVR's longest template questions have about 45."""
 
 POSITION_SCALE = 3.0
 """Half the width of the CLEVR table in world units."""
