@@ -9,6 +9,8 @@ import argparse
 import json
 import shlex
 import sys
+from argparse import SUPPRESS
+from typing import Any
 
 from clevr_game.cli_types import (
     non_negative_float,
@@ -39,8 +41,6 @@ def _model_config(text: str | None) -> dict:
 def _cmd_train(args: argparse.Namespace) -> int:
     from players.state.training import TrainingOptions, train
 
-    if args.steps <= 0 or args.batch_size <= 0:
-        raise InputError("--steps and --batch-size must be positive")
     if args.player in PIXEL_TRAINABLE and (
             args.extra or (args.init and args.player not in ("object-transformer", "neuro-symbolic"))):
         raise InputError(f"--extra and --init are for the state players (and --init for neuro-symbolic too, "
@@ -52,12 +52,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
         return train_from_args(args, _model_config(args.config))
     options = TrainingOptions(
-        player=args.player, data=args.data, out=args.out, eval_data=args.eval_data,
-        steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
-        weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
-        seed=args.seed,
-        eval_every=args.eval_every, eval_size=args.eval_size, checkpoint_minutes=args.checkpoint_minutes,
-        max_minutes=args.max_minutes, model_config=_model_config(args.config), threads=args.threads,
+        player=args.player, data=args.data, out=args.out, eval_data=args.eval_data, **given_tunables(args),
+        decay_steps=args.decay_steps, seed=args.seed, max_minutes=args.max_minutes, model_config=_model_config(args.config), threads=args.threads,
         log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
         command=" ".join(shlex.quote(a) for a in ["clevr-game", *sys.argv[1:]]),
         extra_data=list(args.extra or []), init=args.init,
@@ -113,6 +109,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+TUNABLES = ("steps", "batch_size", "learning_rate", "weight_decay", "warmup_steps", "eval_every", "eval_size",
+             "checkpoint_minutes")
+"""`players train` options whose defaults are each trainer's options dataclass's."""
+
+
+def given_tunables(args: argparse.Namespace) -> dict[str, Any]:
+    """The tunables the command line gave; the trainer's own defaults fill in the rest."""
+    return {name: getattr(args, name) for name in TUNABLES if hasattr(args, name)}
+
+
 def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add `players train` and `players eval` to the clevr-game command line."""
     players = subparsers.add_parser("players", help="train state players; measure any player's accuracy")
@@ -123,17 +129,20 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
     p.add_argument("--out", required=True, help="player file to write; the checkpoint is <out>.ckpt")
     p.add_argument("--eval-data", default=None, help="held-out dataset folder for the learning curve")
-    p.add_argument("--steps", type=positive_int, default=20000, help="total optimiser steps; resume with a larger value to extend the run")
-    p.add_argument("--batch-size", type=positive_int, default=256)
-    p.add_argument("--learning-rate", type=non_negative_float, default=1e-3)
-    p.add_argument("--weight-decay", type=non_negative_float, default=0.01)
-    p.add_argument("--warmup-steps", type=non_negative_int, default=500)
+    # Tunables left out default to the trainer's own figures (state and pixel players differ).
+    trainer = "(default: the player kind's, TrainingOptions / PixelTrainingOptions)"
+    p.add_argument("--steps", type=positive_int, default=SUPPRESS,
+                   help=f"total optimiser steps; resume with a larger value to extend the run {trainer}")
+    p.add_argument("--batch-size", type=positive_int, default=SUPPRESS, help=trainer)
+    p.add_argument("--learning-rate", type=non_negative_float, default=SUPPRESS, help=trainer)
+    p.add_argument("--weight-decay", type=non_negative_float, default=SUPPRESS, help=trainer)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=SUPPRESS, help=trainer)
     p.add_argument("--decay-steps", type=non_negative_int, default=None,
                    help="final linear learning-rate decay (default: the last fifth of --steps)")
     p.add_argument("--seed", type=random_seed, default=0)
-    p.add_argument("--eval-every", type=positive_int, default=1000)
-    p.add_argument("--eval-size", type=positive_int, default=5000, help="held-out questions used for the curve")
-    p.add_argument("--checkpoint-minutes", type=positive_float, default=5.0)
+    p.add_argument("--eval-every", type=positive_int, default=SUPPRESS, help=trainer)
+    p.add_argument("--eval-size", type=positive_int, default=SUPPRESS, help=f"held-out questions used for the curve {trainer}")
+    p.add_argument("--checkpoint-minutes", type=positive_float, default=SUPPRESS, help=trainer)
     p.add_argument("--max-minutes", type=positive_float, default=None, help="checkpoint and stop after this long")
     p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 128, \"layers\": 4}'")
     p.add_argument("--threads", type=positive_int, default=1,

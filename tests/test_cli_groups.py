@@ -51,3 +51,20 @@ def test_the_help_loads_no_learning_library_nor_blender() -> None:
             "print(sorted(m for m in ('torch', 'bpy', 'stable_baselines3') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_players_train_leaves_unset_tunables_to_each_trainers_own_defaults() -> None:
+    from dataclasses import fields
+
+    from players.commands import TUNABLES, given_tunables
+    from players.pixel.training import PixelTrainingOptions
+    from players.state.training import TrainingOptions
+
+    base = ["players", "train", "--player", "film", "--data", "d", "--out", "o"]
+    assert given_tunables(build_parser(base).parse_args(base)) == {}
+    given = build_parser(base).parse_args([*base, "--learning-rate", "0.1", "--steps", "7"])
+    assert given_tunables(given) == {"learning_rate": 0.1, "steps": 7}
+    # Every tunable is a field of both trainers' options, which disagree on some defaults.
+    state, pixel = ({f.name: f.default for f in fields(kind)} for kind in (TrainingOptions, PixelTrainingOptions))
+    assert set(TUNABLES) <= set(state) & set(pixel)
+    assert any(state[name] != pixel[name] for name in TUNABLES)

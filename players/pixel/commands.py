@@ -12,6 +12,7 @@ from clevr_game.errors import InputError
 
 def train_from_args(args: argparse.Namespace, model_config: dict[str, Any]) -> int:
     """Run `players train` for a pixel player: images rendered with --preset / --image-size when missing."""
+    from players.commands import given_tunables
     from players.pixel.checkpoint import PLAYER_KINDS, build_model
     from players.pixel.images import parse_image_size
     from players.pixel.training import PixelTrainingOptions, train_pixel
@@ -20,10 +21,8 @@ def train_from_args(args: argparse.Namespace, model_config: dict[str, Any]) -> i
     options = PixelTrainingOptions(
         player=args.player, data=args.data, out=args.out, eval_data=args.eval_data,
         preset=args.preset, width=width, height=height, render_workers=args.render_workers,
-        steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
-        weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
-        seed=args.seed, eval_every=args.eval_every, eval_size=args.eval_size,
-        checkpoint_minutes=args.checkpoint_minutes, max_minutes=args.max_minutes, model_config=model_config,
+        **given_tunables(args), decay_steps=args.decay_steps, seed=args.seed, max_minutes=args.max_minutes,
+        model_config=model_config,
         threads=args.threads, device=args.device, log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
         init=args.init, parser_only=args.parser_only,
         command=" ".join(shlex.quote(a) for a in ["clevr-game", *sys.argv[1:]]),
