@@ -148,6 +148,22 @@ def report(records: dict[str, dict[str, Any]], command: str, planned: list[str])
                 f"| {unseen['jaccard']:.3f} | {seen['exact']:.3f} [{seen['exact_ci'][0]:.3f}, {seen['exact_ci'][1]:.3f}] "
                 f"| {seen['jaccard']:.3f} | {unseen.get('program_accuracy', '')} | {unseen.get('perception_accuracy', '')} "
                 f"| {record['minutes']:.1f} |")
+    staged = [r for r in records.values() if r["info"].get("stages")]
+    if staged:
+        lines += ["", "## The parser's two stages (the paper's Table 3)", "",
+                  "Program accuracy (greedy parse equals the item's program token for token) and exact accuracy of "
+                  "parse + clingo on the true scenes, on the validation items, after each stage.", "",
+                  "| player | training items | supervised pairs | after supervised: program / exact "
+                  "| REINFORCE steps | after REINFORCE: program / exact | mean reward |",
+                  "|---|---|---|---|---|---|---|"]
+        for record in sorted(staged, key=lambda r: (PLAYERS.index(r["player"]), r["size"])):
+            stage = {entry["stage"]: entry for entry in record["info"]["stages"]}
+            first, second = stage.get("supervised", {}), stage.get("reinforce", {})
+            lines.append(
+                f"| {record['player']} | {record['size']:,} | {record['info'].get('pairs', PAIRS)} "
+                f"| {first.get('program_accuracy', '')} / {first.get('answer_exact', '')} | {second.get('steps', 0)} "
+                f"| {second.get('program_accuracy', '')} / {second.get('answer_exact', '')} "
+                f"| {second.get('mean_reward', '')} |")
     missing = [key for key in planned if key not in records]
     if missing:
         lines += ["", f"Not yet run: {', '.join(missing)} (rerun the command: it resumes)."]
@@ -164,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float, default=20.0, help="cap of each training run")
     parser.add_argument("--stop-after-minutes", type=float, default=None,
                         help="start no new (player, size) after this long; rerun to resume")
+    parser.add_argument("--report-only", action="store_true", help="rebuild the report from the records and stop")
     args = parser.parse_args(argv)
+    if args.report_only:
+        records = read_records(Path(args.out) / RECORDS_FILE)
+        write_text_atomic(Path(args.out) / REPORT_FILE, report(records, "", []))
+        print(f"report: {Path(args.out) / REPORT_FILE}")
+        return 0
     import torch
 
     torch.set_num_threads(1)
