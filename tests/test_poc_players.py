@@ -366,3 +366,20 @@ def test_a_poc_minigame_attack_keeps_every_valid_move_inside_the_environment(poc
                         (hidden.size, hidden.color, hidden.material, hidden.shape, hidden_region))
         assert oracle_satisfied(environment, complete), record["item_id"]
         assert ",".join(oracle_answers(environment, visible, item.extra["asp"])) == record["true_answer"] == item.answer
+
+
+def test_perception_training_continues_from_a_poc_player_file(rendered, player_files, poc_folder):
+    from players.poc.files import load_poc_player
+    from players.poc.training import train_neuro_symbolic
+
+    first, second = player_files / "ns-first.pt", player_files / "ns-continued.pt"
+    common = {"parser_file": str(player_files / "state-ns.pt"), "images": 12, "batch_size": 4, "eval_limit": 12,
+              "log": lambda line: None}
+    train_neuro_symbolic(str(poc_folder), str(poc_folder), str(first), steps=3, **common)
+    info = train_neuro_symbolic(str(poc_folder), str(poc_folder), str(second), steps=0, perception_init=str(first),
+                                **common)
+    assert info["perception_steps"] == 0 and info["perception_init"] == str(first)
+    start = load_poc_player(first, "poc-neuro-symbolic")["perception"]["state_dict"]
+    continued = load_poc_player(second, "poc-neuro-symbolic")["perception"]["state_dict"]
+    assert start.keys() == continued.keys()
+    assert all(torch.equal(start[k], continued[k]) for k in start)  # zero steps: the weights it started from

@@ -267,7 +267,8 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reinforce-steps", type=non_negative_int, default=200)
     p.add_argument("--parser", default=None, help="poc-neuro-symbolic: the poc-state-neuro-symbolic file whose parser it takes")
     p.add_argument("--perception-init", default=None,
-                   help="poc-neuro-symbolic: pixel neuro-symbolic file to start from (default the shipped one; 'none')")
+                   help="poc-neuro-symbolic: perception to start from: a pixel neuro-symbolic file (default the shipped "
+                        "one), a poc-neuro-symbolic file (continue its training) or 'none'")
     p.add_argument("--images", type=positive_int, default=600, help="poc-neuro-symbolic: training items rendered")
     p.add_argument("--render-workers", type=positive_int, default=2)
     p.add_argument("--knowledge", choices=("none", "nl", "asp"), default="none", help="poc-neural: the constraints it reads")

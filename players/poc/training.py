@@ -141,14 +141,20 @@ def train_neuro_symbolic(
     network = PocPerceptionNetwork(config)
     init = perception_init or str(shipped_file("neuro-symbolic"))
     if init != "none":
-        state = read_torch(init, "pixel player file").get("state_dict", {})
-        perception = {k[len("perception."):]: v for k, v in state.items() if k.startswith("perception.")}
-        if not perception:
-            raise InputError(f"{init}: no perception weights (expected a neuro-symbolic pixel player file)")
-        transfer_clevr_perception(network, perception)
+        saved = read_torch(init, "pixel player file")
+        if isinstance(saved, dict) and saved.get("kind") == "poc-neuro-symbolic":
+            # A POC player's own perception: training continues from it (detection threshold chosen again below).
+            network.load_state_dict(load_poc_player(init, "poc-neuro-symbolic")["perception"]["state_dict"])
+        else:
+            state = saved.get("state_dict", {}) if isinstance(saved, dict) else {}
+            perception = {k[len("perception."):]: v for k, v in state.items() if k.startswith("perception.")}
+            if not perception:
+                raise InputError(f"{init}: no perception weights (expected a neuro-symbolic pixel player file "
+                                 "or a poc-neuro-symbolic file)")
+            transfer_clevr_perception(network, perception)
     optimiser = torch.optim.AdamW(network.parameters(), lr=learning_rate, weight_decay=1e-4)
     # Cosine decay to zero: the last steps settle instead of ending on a noisy update.
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: 0.5 * (1 + np.cos(np.pi * min(step / steps, 1.0))))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: 0.5 * (1 + np.cos(np.pi * min(step / max(steps, 1), 1.0))))
     rng = np.random.default_rng(seed)
     taken = 0
     network.train()
