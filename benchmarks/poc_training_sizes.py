@@ -65,14 +65,9 @@ def generate_commands(folders: Folders, sizes: tuple[int, ...], test_items: int)
 
 
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.is_file():
-        return {}
-    records = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            records[record["key"]] = record
-    return records
+    from benchmarks.runner import read_keyed_lines
+
+    return read_keyed_lines(path, "key")
 
 
 def write_records(path: Path, records: dict[str, dict[str, Any]]) -> None:
