@@ -45,6 +45,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             args.extra or (args.init and args.player not in ("object-transformer", "neuro-symbolic"))):
         raise InputError(f"--extra and --init are for the state players (and --init for neuro-symbolic too, "
                          f"like --init for the object-transformer), not {args.player}")
+    if args.perception_from and args.player not in ("object-transformer", "film", "pixel-rn"):
+        raise InputError(f"--perception-from is for object-transformer, film and pixel-rn, not {args.player}")
     if args.parser_only and args.player != "neuro-symbolic":
         raise InputError(f"--parser-only is for neuro-symbolic, not {args.player}")
     if args.player in PIXEL_TRAINABLE:
@@ -154,6 +156,9 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--init", default=None, metavar="FILE",
                    help="start from this player file's weights and vocabulary (fine-tuning) instead of a fresh model; "
                         "object-transformer: a state-transformer file, its reasoning starts from it")
+    p.add_argument("--perception-from", default=None, metavar="FILE",
+                   help="object-transformer, and film / pixel-rn with a backbone: the neuro-symbolic player file whose "
+                        "perception a fresh run copies (default: the shipped one)")
     p.add_argument("--parser-only", action="store_true",
                    help="neuro-symbolic: train the question parser alone (no training images; perception unchanged), "
                         "e.g. with --init players/weights/neuro-symbolic.pt on new question phrasings")

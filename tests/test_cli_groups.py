@@ -68,3 +68,10 @@ def test_players_train_leaves_unset_tunables_to_each_trainers_own_defaults() -> 
     state, pixel = ({f.name: f.default for f in fields(kind)} for kind in (TrainingOptions, PixelTrainingOptions))
     assert set(TUNABLES) <= set(state) & set(pixel)
     assert any(state[name] != pixel[name] for name in TUNABLES)
+
+
+def test_players_train_passes_the_perception_source_to_the_pixel_trainer() -> None:
+    base = ["players", "train", "--player", "film", "--data", "d", "--out", "o"]
+    args = build_parser(base).parse_args([*base, "--perception-from", "other/neuro-symbolic.pt"])
+    assert args.perception_from == "other/neuro-symbolic.pt"
+    assert build_parser(base).parse_args(base).perception_from is None
