@@ -150,8 +150,12 @@ def add_adversarial_training_commands(subparsers: argparse._SubParsersAction) ->
     defaults = AdversarialTrainingOptions  # a dataclass field's default is also its class attribute
     p = subparsers.add_parser("adversarial-training", help="benchmark, export, fine-tune, benchmark on fresh "
                               "mini-games; last line `report: EXP/report.md`; resumable")
-    p.add_argument("--player", required=True, help="state-transformer, state-rn or file:PATH (a state player file)")
-    p.add_argument("--items", required=True, help="item pool (CLEVR dataset folder); also the clean fine-tuning data")
+    p.add_argument("--player", required=True,
+                   help="state-transformer, state-rn, film, pixel-rn or file:PATH (a player file of one of those "
+                        "kinds); a pixel player trains and is measured on images rendered with its own preset "
+                        "and size")
+    p.add_argument("--items", required=True, help="item pool (CLEVR dataset folder); also the clean fine-tuning data; "
+                   "only read (a pixel player's images are rendered for a copy in OUT/pixel-data)")
     p.add_argument("--out", required=True, help="experiment folder")
     p.add_argument("--heldout", default=defaults.heldout,
                    help="clean held-out dataset (default: generated in OUT/heldout)")
@@ -161,9 +165,14 @@ def add_adversarial_training_commands(subparsers: argparse._SubParsersAction) ->
     p.add_argument("--seeds", type=positive_int, default=defaults.seeds)
     p.add_argument("--steps", type=positive_int, default=defaults.steps,
                    help="adversary training env steps per trial")
-    p.add_argument("--finetune-steps", type=positive_int, default=defaults.finetune_steps)
-    p.add_argument("--finetune-batch-size", type=positive_int, default=defaults.finetune_batch_size)
-    p.add_argument("--finetune-learning-rate", type=non_negative_float, default=defaults.finetune_learning_rate)
+    # The fine-tune's other settings (weight decay, clipping, ...) are its trainer's: TrainingOptions' for a
+    # state player, PixelTrainingOptions' for a pixel player.
+    p.add_argument("--finetune-steps", type=positive_int, default=defaults.finetune_steps,
+                   help="fine-tuning optimiser steps, state and pixel players alike (default %(default)s)")
+    p.add_argument("--finetune-batch-size", type=positive_int, default=defaults.finetune_batch_size,
+                   help="(default %(default)s)")
+    p.add_argument("--finetune-learning-rate", type=non_negative_float, default=defaults.finetune_learning_rate,
+                   help="(default %(default)s; warmup: a tenth of the steps)")
     p.add_argument("--select", choices=list(SELECTIONS), default=defaults.select, help="what the export keeps")
     p.add_argument("--split-seed", type=random_seed, default=defaults.split_seed)
     p.add_argument("--seed", type=random_seed, default=defaults.seed, help="fine-tuning seed")
@@ -171,7 +180,8 @@ def add_adversarial_training_commands(subparsers: argparse._SubParsersAction) ->
     p.add_argument("--eval-samples", type=positive_int, default=defaults.eval_samples)
     p.add_argument("--adversary-weights", default=defaults.adversary_weights,
                    help="relation-network file (default: the shipped one)")
-    p.add_argument("--workers", type=positive_int, default=defaults.workers, help="local processes running trials")
+    p.add_argument("--workers", type=positive_int, default=defaults.workers,
+                   help="local processes running trials; pixel players: also Blender workers rendering images")
     p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads for fine-tuning")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_adversarial_training)

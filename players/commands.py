@@ -41,10 +41,6 @@ def _model_config(text: str | None) -> dict:
 def _cmd_train(args: argparse.Namespace) -> int:
     from players.state.training import TrainingOptions, train
 
-    if args.player in PIXEL_TRAINABLE and (
-            args.extra or (args.init and args.player not in ("object-transformer", "neuro-symbolic"))):
-        raise InputError(f"--extra and --init are for the state players (and --init for neuro-symbolic too, "
-                         f"like --init for the object-transformer), not {args.player}")
     if args.perception_from and args.player not in ("object-transformer", "film", "pixel-rn"):
         raise InputError(f"--perception-from is for object-transformer, film and pixel-rn, not {args.player}")
     if args.parser_only and args.player != "neuro-symbolic":
@@ -152,9 +148,11 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log-dir", default=None, help="TensorBoard folder (default <out>.logs; '' for none)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.ckpt")
     p.add_argument("--extra", action="append", default=[], metavar="DIR",
-                   help="another dataset folder to train on as well, e.g. `clevr-game export` output (repeatable)")
+                   help="another dataset folder to train on as well, e.g. `clevr-game export` output (repeatable; "
+                        "pixel players: its images are rendered with --preset / --image-size when missing)")
     p.add_argument("--init", default=None, metavar="FILE",
-                   help="start from this player file's weights and vocabulary (fine-tuning) instead of a fresh model; "
+                   help="start from this player file's weights and vocabulary (fine-tuning) instead of a fresh model: "
+                        "a file of the same kind (state players, film, pixel-rn, neuro-symbolic); "
                         "object-transformer: a state-transformer file, its reasoning starts from it")
     p.add_argument("--perception-from", default=None, metavar="FILE",
                    help="object-transformer, and film / pixel-rn with a backbone: the neuro-symbolic player file whose "

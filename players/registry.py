@@ -24,7 +24,7 @@ PlayerFactory = Callable[..., Player]
 
 SUBPROCESS_PREFIX = "subprocess:"
 PLAYER_FILE_PREFIX = "file:"
-"""`file:PATH`: a state player file (either model kind), e.g. one written by `clevr-game players train`."""
+"""`file:PATH`: a state or pixel player file (any model kind), e.g. one written by `clevr-game players train`."""
 HTTP_PREFIXES = ("http://", "https://")
 
 _FACTORIES: dict[str, PlayerFactory] = {}
@@ -154,10 +154,35 @@ def _state_player(class_name: str) -> PlayerFactory:
 def _player_file(path: str, **kwargs: Any) -> Player:
     if not path.strip():
         raise InputError(f"player spec '{PLAYER_FILE_PREFIX}': no path after '{PLAYER_FILE_PREFIX}'")
+    kwargs.setdefault("name", f"{PLAYER_FILE_PREFIX}{path}")
+    pixel_kind = _pixel_file_kind(path)
+    if pixel_kind is not None:
+        from players.pixel.object_player import ObjectTransformerPlayer
+        from players.pixel.player import FiLMPlayer, NeuroSymbolicPlayer, PixelRelationNetworkPlayer
+
+        classes = {cls.kind: cls for cls in (PixelRelationNetworkPlayer, FiLMPlayer, NeuroSymbolicPlayer,
+                                             ObjectTransformerPlayer)}
+        return classes[pixel_kind](path, **kwargs)
     from players.state.player import StatePlayer
 
-    kwargs.setdefault("name", f"{PLAYER_FILE_PREFIX}{path}")
-    return StatePlayer(path, **kwargs)  # the base class takes a file of either kind
+    return StatePlayer(path, **kwargs)  # the base class takes a state file of either kind
+
+
+def _pixel_file_kind(path: str) -> str | None:
+    """The model kind of a pixel player file (or of the player in its training checkpoint); None for any
+    other file, which the state player's reader then accepts or refuses in one line."""
+    from players.pixel.checkpoint import FORMAT, PLAYER_KINDS
+    from players.state.checkpoint import read_torch
+
+    data = read_torch(path, "player file")
+    if isinstance(data, dict) and "format" not in data and isinstance(data.get("player"), dict):
+        data = data["player"]
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None
+    kind = data.get("kind")
+    if kind not in PLAYER_KINDS.values():
+        raise InputError(f"{path}: unknown pixel model kind {kind!r}")
+    return kind
 
 
 register("state-transformer", _state_player("StateTransformerPlayer"))

@@ -193,7 +193,7 @@ def test_init_takes_a_state_transformer_only(train_data: Path, tmp_path: Path,
     state_transformer, state_rn = str(shipped_path("state-transformer.pt")), str(shipped_path("state-rn.pt"))
     for arguments, message in [
         (["--player", "object-transformer", "--init", state_rn], "starts from a state-transformer file"),
-        (["--player", "film", "--init", state_transformer], "--init for the object-transformer), not film"),
+        (["--player", "film", "--init", state_transformer], f"--init: {state_transformer}: not a pixel player file"),
         (["--player", "object-transformer", "--init", state_transformer, "--config", '{"layers": 2}'],
          "--config: layers differ from the files the object-transformer starts from"),
     ]:

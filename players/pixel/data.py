@@ -91,6 +91,25 @@ def load_question_data(
     return data, vocabulary
 
 
+def concatenate_pixel_data(parts: Sequence[PixelData]) -> PixelData:
+    """One PixelData holding every scene and question of `parts`, each question still about its own image.
+
+    The parts must share one vocabulary and answer list and one image spec (as `load_pixel_data` with
+    the same arguments gives them); parser targets are attached afterwards, to the whole.
+    """
+    from players.state.data import concatenate
+
+    if not parts:
+        raise ValueError("no pixel data to join")
+    return PixelData(
+        images=torch.cat([part.images for part in parts]),
+        questions=concatenate([part.questions for part in parts]),
+        programs=[program for part in parts for program in part.programs],
+        answers_text=[answer for part in parts for answer in part.answers_text],
+        targets=SceneTargets(*(torch.cat(field) for field in zip(*(part.targets for part in parts), strict=True))),
+    )
+
+
 def attach_program_ids(data: PixelData, tokens: Sequence[str], length: int) -> None:
     """Parser targets for every question (InputError for a program the token list cannot write)."""
     data.program_ids = torch.from_numpy(encode_programs(data.programs, tokens, length))

@@ -9,7 +9,10 @@ when missing) and the model. Two tasks:
 - question answering (`pixel-rn`, `film`): cross-entropy on the answer; with
   the config's `backbone="perception"` a fresh run copies the frozen backbone
   from a neuro-symbolic player file (`perception_from`, by default the shipped
-  one) and computes its features once per image, at the first step;
+  one) and computes its features once per image, at the first step. `--init
+  FILE` starts from a player file of the same kind (fine-tuning: its config,
+  answers, backbone and weights; its word list grown by the data's new words,
+  as the state players grow theirs);
 - `neuro-symbolic`: the perception loss on the images of the batch plus the
   parser's cross-entropy on the program tokens of its questions, summed (the
   two parts share no weights, so this trains both side by side); evaluated
@@ -24,7 +27,9 @@ when missing) and the model. Two tasks:
 
 The checkpoint `<out>.ckpt` holds the player file, optimiser, scheduler, RNG
 state, step, learning curve and seconds; `<out>` is rewritten at every
-checkpoint, so it is always the latest usable player.
+checkpoint, so it is always the latest usable player. `extra_data` folders
+(e.g. `clevr-game export` output) join the training questions, each with its
+own images rendered at the same spec, as `--extra` does for the state players.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from players.pixel.checkpoint import (
 from players.pixel.data import (
     PixelData,
     attach_program_ids,
+    concatenate_pixel_data,
     image_rows,
     load_pixel_data,
     load_question_data,
@@ -78,7 +84,7 @@ from players.pixel.perception import SceneTargets, perception_loss
 from players.pixel.program_tokens import arities, program_to_tokens, token_list
 from players.state.checkpoint import read_torch, shipped_path, write_torch_atomic
 from players.state.features import ANSWERS
-from players.state.training import BatchSchedule, EarlyStopping, FamilyScores
+from players.state.training import BatchSchedule, EarlyStopping, FamilyScores, with_new_words
 
 
 @dataclass
@@ -115,7 +121,10 @@ class PixelTrainingOptions(LoopOptions):
     perception a fresh run copies (None: shipped)."""
     init: str | None = None
     """object-transformer: a state-transformer player file a fresh run starts its reasoning from;
-    neuro-symbolic: a neuro-symbolic player file a fresh run starts from (fine-tuning)."""
+    neuro-symbolic, film, pixel-rn: a player file of the same kind a fresh run starts from (fine-tuning)."""
+    extra_data: list[str] = field(default_factory=list)
+    """More dataset folders trained on as well (e.g. `clevr-game export` output); their images are rendered
+    at the same spec when missing."""
     parser_only: bool = False
     """neuro-symbolic: train the question parser alone; perception stays as it is and no training image is read."""
     patience: int | None = None
@@ -307,18 +316,33 @@ def _check_resumable(saved: dict[str, Any], options: PixelTrainingOptions) -> No
             )
 
 
-def _neuro_symbolic_start(options: PixelTrainingOptions) -> PixelPlayerFile:
-    """The neuro-symbolic player file of `--init`; InputError for another kind or a --config."""
+def _start_file(options: PixelTrainingOptions) -> PixelPlayerFile:
+    """The player file of `--init` (neuro-symbolic, film, pixel-rn); InputError for another model kind, a
+    --config or another image spec."""
     assert options.init is not None
-    start = load_player_file(options.init)
-    if start.kind != "neuro-symbolic":
-        raise InputError(f"--init {options.init}: holds a {start.kind!r} model, not a neuro-symbolic one")
+    try:
+        start = load_player_file(options.init)
+    except InputError as exc:  # a state player file, say: name the option that pointed at it
+        raise InputError(f"--init: {exc}") from None
+    if start.kind != options.kind:
+        raise InputError(f"--init {options.init}: holds a {start.kind!r} model, not the {options.kind!r} of "
+                         f"{options.player}")
     if options.model_config:
         raise InputError(f"--init {options.init}: --config cannot change the file's model (fine-tuning keeps it)")
     if start.image != options.spec:
-        raise InputError(f"--init {options.init}: its perception reads {start.image.label} images, "
+        raise InputError(f"--init {options.init}: its model reads {start.image.label} images, "
                          f"not {options.spec.label} (--preset, --image-size)")
     return start
+
+
+def _started_state(start: PixelPlayerFile, vocabulary_size: int, token_count: int) -> dict[str, torch.Tensor]:
+    """The `--init` file's weights for a model that reads `vocabulary_size` words (new words start as
+    UNKNOWN's embedding, so the model answers as the file did until training tells them apart)."""
+    if start.kind == "neuro-symbolic":
+        return grown_state(start.state_dict, vocabulary_size, token_count)
+    key = "question.words.weight"  # film and pixel-rn read the question through one QuestionEncoder
+    return {**start.state_dict, key: with_new_words({"words.weight": start.state_dict[key]},
+                                                    vocabulary_size)["words.weight"]}
 
 
 def backbone_source(options: PixelTrainingOptions) -> tuple[str, dict[str, torch.Tensor]]:
@@ -349,8 +373,8 @@ def train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | Non
 
 
 def _check_prepared(prepared: PreparedPixelData, options: PixelTrainingOptions) -> None:
-    if options.resume or options.init or options.parser_only:
-        raise ValueError("prepared data is for fresh runs (no resume, no init, no parser-only)")
+    if options.resume or options.init or options.parser_only or options.extra_data:
+        raise ValueError("prepared data is for fresh runs (no resume, no init, no parser-only, no extra data)")
     for part in (prepared.train, prepared.held_out):
         if part is not None and tuple(part.images.shape[1:]) != (options.height, options.width, 3):
             raise ValueError(f"prepared images are {tuple(part.images.shape[1:])}, not the options' "
@@ -387,29 +411,32 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
     previous: PixelPlayerFile | None = (
         from_dict(checkpoint["player"], str(options.checkpoint_path)) if checkpoint else None
     )
-    if options.init and kind not in ("object-transformer", "neuro-symbolic"):
-        raise InputError(f"--init is for the state players, the object-transformer and neuro-symbolic, "
-                         f"not {options.player}")
     if options.parser_only and kind != "neuro-symbolic":
         raise InputError(f"--parser-only is for neuro-symbolic, not {options.player}")
     fresh_start = options.init is not None and previous is None
     initial = reasoning_source(options.init) if fresh_start and kind == "object-transformer" else None
-    start_file = _neuro_symbolic_start(options) if fresh_start and kind == "neuro-symbolic" else None
+    start_file = _start_file(options) if fresh_start and kind != "object-transformer" else None
     vocabulary = WordVocabulary(previous.words[2:]) if previous else (
         start_file.vocabulary() if start_file else initial.vocabulary() if initial else default_word_vocabulary())
     source = previous or start_file or initial
     answers = list(source.answers) if source else list(ANSWERS)
     eval_data = None
+
+    def training_data(folder: str, vocabulary: WordVocabulary) -> tuple[PixelData, WordVocabulary]:
+        if options.parser_only:
+            return load_question_data(folder, vocabulary, answers, spec, extend_vocabulary=previous is None)
+        return load_pixel_data(folder, vocabulary, answers, spec, extend_vocabulary=previous is None,
+                               render_workers=options.render_workers, progress=options.progress)
+
     if prepared is not None:
         train_data, vocabulary, eval_data = prepared.train, prepared.vocabulary, prepared.held_out
-    elif options.parser_only:
-        train_data, vocabulary = load_question_data(options.data, vocabulary, answers, spec,
-                                                    extend_vocabulary=previous is None)
     else:
-        train_data, vocabulary = load_pixel_data(
-            options.data, vocabulary, answers, spec, extend_vocabulary=previous is None,
-            render_workers=options.render_workers, progress=options.progress,
-        )
+        parts = []
+        for folder in [options.data, *options.extra_data]:
+            # Growing appends words, so the ids of the folders read before stay valid.
+            part, vocabulary = training_data(folder, vocabulary)
+            parts.append(part)
+        train_data = parts[0] if len(parts) == 1 else concatenate_pixel_data(parts)
     if prepared is None and options.eval_data:
         eval_data, _ = load_pixel_data(options.eval_data, vocabulary, answers, spec,
                                        render_workers=options.render_workers, progress=options.progress)
@@ -433,10 +460,11 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
     if isinstance(model, ObjectTransformerNetwork) and perception_weights is not None:
         start_weights(model, perception_weights, initial, len(vocabulary))
     if start_file is not None:
-        model.load_state_dict(grown_state(start_file.state_dict, len(vocabulary), len(tokens)))
+        model.load_state_dict(_started_state(start_file, len(vocabulary), len(tokens)))
     backbone = getattr(model, "backbone", None)
-    backbone_from = previous.info.get("backbone_from") if previous else None
-    if backbone is not None and previous is None:  # a resumed run's backbone is in its checkpoint
+    known = previous or start_file
+    backbone_from = known.info.get("backbone_from") if known else None
+    if backbone is not None and known is None:  # a resumed or --init run's backbone is in its file
         backbone_from, backbone_weights = backbone_source(options)
         backbone.load_perception(backbone_weights)
     task: AnsweringTask | NeuroSymbolicTask | ObjectTransformerTask
@@ -476,6 +504,7 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
             "parameters": sum(p.numel() for p in model.parameters()),
             "curve": state.curve, "command": options.command, "heldout": heldout, "majority": baseline,
             **({"init": options.init} if options.init else {}),
+            **({"extra_data": list(options.extra_data)} if options.extra_data else {}),
             **({"backbone_from": backbone_from} if backbone_from else {}),
             **({"parser_only": True} if options.parser_only else {}),
         }
