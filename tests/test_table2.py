@@ -333,3 +333,19 @@ def test_report_rebuilds_byte_identically_from_the_committed_trials(tmp_path):
     before = (first / "report.md").read_bytes()
     build_report(first)
     assert (first / "report.md").read_bytes() == before
+
+
+def test_readme_table_reads_the_reports_numbers(tmp_path):
+    from benchmarks.readme_table import clean_accuracies, readme_table
+
+    folder = _rebuilt(tmp_path / "report")
+    rows = json.loads((folder / "table.json").read_text())
+    clean = clean_accuracies(json.loads((folder / "table2.json").read_text()))
+    text = readme_table(rows, clean)
+    some = next(r for r in rows if r["adversary"] == "trained" and r["trials"] > 1)
+    low, high = some["drop"]["ci95"]
+    assert f"{some['drop']['mean']:.3f} [{low:.3f}, {high:.3f}]" in text
+    assert text.count(f"| {some['player']} |") == 1  # one block per player, its name on the first line
+    without = [r for r in rows if not (r["player"] == some["player"] and r["size"] == some["size"])]
+    assert "(not yet run)" in readme_table(without, clean)
+    assert f"| {some['player']} | {clean[some['player']]:.3f} | state A2C |" in text
