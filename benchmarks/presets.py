@@ -1,31 +1,22 @@
 """Benchmark presets: `quick` (minutes on a 2-core machine), `paper`, and the Table 2 experiment.
 
-`table2` is the paper's experiment sized to finish in about 8 hours on this
-project's 2-core machine (two trials at a time); `table2-full` is the paper's
-scale (30 seeds per mini-game) for a Ray cluster or a GPU machine. Both play
-CLEVR-template questions on CLEVR-rule scenes generated with every object
-visible (`--clevr-templates DIR`; without it the project's own templates),
-against every player, with a state-input and a pixel-input adversary, on
-mini-games of sizes 10, 100 and 1000 that share no item.
+`table2` is the paper's experiment sized to fit in 8 hours on this project's
+2-core machine; `table2-full` is the paper's scale (30 seeds per mini-game) for a
+Ray cluster or a GPU machine. Both play CLEVR-template questions on CLEVR-rule
+scenes generated with every object visible (`--clevr-templates DIR`; without it
+the project's own templates), against every player, with a state-input and a
+pixel-input adversary, on mini-games of sizes 10, 100 and 1000 that share no item.
 
-The `table2` arithmetic. Measured on this machine with `clevr-game attack`
-(CPU seconds, the random valid baseline included, other jobs running):
-state-transformer at size 10 / 20k steps 18.6 s and size 100 / 50k steps
-25.7 s; state-rn at size 1000 / 50k steps 97 s (46,799 player queries, 31,000
-of them the random valid baseline's 32 moves per item). A pixel player renders
-each moved scene it is asked about and an index pass to judge visibility:
-neuro-symbolic at size 10 / 2,000 steps took 82 s wall for 531 queries, and
-94 valid moves cost 7.8 s (neuro-symbolic) and 7.1 s (film), about 0.085 s a
-query. So per trial, two side by side (TRIAL_SECONDS): a state player 22 s
-(size 10), 31 s (100), 117 s (1000); a pixel player (object-transformer
-included: it sees through neuro-symbolic's detector) 20 s plus 0.085 s for
-each of about 4,000 / 6,000 / 19,000 queries (size 10 / 100 / 1000, at 32 / 16
-/ 8 evaluation samples per item): 360 s, 530 s, 1,635 s; its greedy search
-baseline (first seed of each mini-game) 0.085 s per query. With 3 mini-games
-x 2 seeds of size 10, 2 x 2 of size 100 and 1 x 1 of size 1000, two
-adversaries, two state and four pixel players, that is about 53,900
-trial-seconds, 7.5 hours on two cores (`estimated_hours`; 5.7 hours without
-object-transformer).
+How long `table2` takes, measured: the committed run (`results/table2/trials.jsonl`,
+one trial at a time with another job on the second core) took 29 s per pixel
+player trial at size 10, 119 s at size 100 and 289 s at size 1000 on average (the
+random valid baseline and, on each mini-game's first seed, the greedy search
+included); a state player's trials took 5 s, 10 s and 36 s. Visibility is judged by
+ray casting (about 2 ms a scene), so a pixel player's query costs little more than
+rendering the moved scene. With 3 mini-games x 2 seeds of size 10, 2 x 2 of size 100
+and 1 x 1 of size 1000, two adversaries, two state and four pixel players, that is
+about 2.2 hours of trial time, 1.1 hours on two cores (`estimated_hours`). The
+first estimate, 7.5 hours, assumed a Blender index pass per moved scene.
 """
 
 from __future__ import annotations
@@ -82,13 +73,9 @@ TABLE2_FULL_BUDGETS = (SizeBudget(10, 10, 30, 20_000, search_budget=100),
                        SizeBudget(100, 5, 30, 50_000, search_budget=50),
                        SizeBudget(1000, 3, 30, 100_000, eval_samples=16, search_budget=20))
 
-TRIAL_SECONDS = {("state", 10): 22, ("state", 100): 31, ("state", 1000): 117,
-                 ("pixel", 10): 360, ("pixel", 100): 530, ("pixel", 1000): 1635}
-"""Seconds of one table2 trial by player kind and size, two trials side by side (module docstring)."""
-PIXEL_QUERY_SECONDS = 0.085
-"""A pixel player's query: the moved scene rendered, its index pass, the answer."""
-STATE_SEARCH_SECONDS = {10: 2, 100: 10, 1000: 30}
-"""The greedy search baseline of a state player per mini-game (answers take milliseconds)."""
+TRIAL_SECONDS = {("state", 10): 5, ("state", 100): 10, ("state", 1000): 36,
+                 ("pixel", 10): 29, ("pixel", 100): 119, ("pixel", 1000): 289}
+"""Mean seconds of one table2 trial by player kind and size, baselines included (module docstring)."""
 WORKERS = 2
 
 PRESETS: dict[str, Preset] = {
@@ -114,10 +101,7 @@ def items_needed(preset: Preset) -> int:
 
 
 def estimated_hours(preset: Preset, players: tuple[str, ...] | None = None, workers: int = WORKERS) -> float:
-    """Wall-clock hours of the preset on `workers` cores from TRIAL_SECONDS, scaled by its steps.
-
-    The search baseline runs once per mini-game (first seed, first adversary).
-    """
+    """Wall-clock hours of the preset on `workers` cores from the measured TRIAL_SECONDS, scaled by its steps."""
     table2 = {b.size: b for b in TABLE2_BUDGETS}
     seconds = 0.0
     for player in preset.all_players() if players is None else players:
@@ -126,10 +110,6 @@ def estimated_hours(preset: Preset, players: tuple[str, ...] | None = None, work
             budget = preset.budget(size)
             trials = budget.minigames * budget.seeds * len(preset.adversaries)
             seconds += trials * TRIAL_SECONDS[(kind, size)] * budget.steps / table2[size].steps
-            search = preset.search_budget if budget.search_budget is None else budget.search_budget
-            per_minigame = (size * search * PIXEL_QUERY_SECONDS if kind == "pixel"
-                            else STATE_SEARCH_SECONDS[size])
-            seconds += budget.minigames * per_minigame if search else 0.0
     return seconds / workers / 3600
 
 

@@ -58,8 +58,10 @@ def test_table2_presets_cover_the_papers_experiment():
     for name in ("table2", "table2-full"):
         assert items_needed(PRESETS[name]) <= pool_items(PRESETS[name]), name
     assert {PRESETS["table2-full"].budget(size).seeds for size in (10, 100, 1000)} == {30}
-    # The preset's own arithmetic says it fits the 8-hour budget on two cores, object-transformer included.
-    assert 5 <= estimated_hours(preset, (*expected, "object-transformer")) <= 8
+    # From the measured trial times, it fits the 8-hour budget on two cores, object-transformer included,
+    # and the paper's scale does not.
+    assert 0.5 <= estimated_hours(preset, (*expected, "object-transformer")) <= 8
+    assert estimated_hours(PRESETS["table2-full"], (*expected, "object-transformer")) > 8
 
 
 # ------------------------------------------------------------------ disjoint mini-games
