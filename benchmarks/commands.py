@@ -84,7 +84,7 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", choices=list(PRESETS), default="quick",
                    help="quick: minutes on 2 cores; paper: the shipped players at the paper's scale; table2: the "
                         "paper's Table 2 experiment on every player, state and pixel adversaries, sizes 10/100/1000 "
-                        "(about 1.1 hours on 2 cores as measured, see docs/report.md); table2-full: the same at 30 seeds per "
+                        "(about 1.2 hours on 2 cores as measured, see docs/report.md); table2-full: the same at 30 seeds per "
                         "mini-game, for a Ray cluster or GPU machine")
     p.add_argument("--clevr-templates", default=None, metavar="DIR",
                    help="CLEVR 1.0's template folder: the table2 presets' generated pool asks CLEVR's templates "

@@ -8,14 +8,14 @@ the project's own templates), against every player, with a state-input and a
 pixel-input adversary, on mini-games of sizes 10, 100 and 1000 that share no item.
 
 How long `table2` takes, measured: the committed run (`results/table2/trials.jsonl`,
-one trial at a time with another job on the second core) took 29 s per pixel
-player trial at size 10, 119 s at size 100 and 289 s at size 1000 on average (the
+one trial at a time with another job on the second core) took 33 s per pixel
+player trial at size 10, 133 s at size 100 and 301 s at size 1000 on average (the
 random valid baseline and, on each mini-game's first seed, the greedy search
 included); a state player's trials took 5 s, 10 s and 36 s. Visibility is judged by
 ray casting (about 2 ms a scene), so a pixel player's query costs little more than
 rendering the moved scene. With 3 mini-games x 2 seeds of size 10, 2 x 2 of size 100
 and 1 x 1 of size 1000, two adversaries, two state and four pixel players, that is
-about 2.2 hours of trial time, 1.1 hours on two cores (`estimated_hours`). The
+about 2.4 hours of trial time, 1.2 hours on two cores (`estimated_hours`). The
 first estimate, 7.5 hours, assumed a Blender index pass per moved scene.
 """
 
@@ -74,7 +74,7 @@ TABLE2_FULL_BUDGETS = (SizeBudget(10, 10, 30, 20_000, search_budget=100),
                        SizeBudget(1000, 3, 30, 100_000, eval_samples=16, search_budget=20))
 
 TRIAL_SECONDS = {("state", 10): 5, ("state", 100): 10, ("state", 1000): 36,
-                 ("pixel", 10): 29, ("pixel", 100): 119, ("pixel", 1000): 289}
+                 ("pixel", 10): 33, ("pixel", 100): 133, ("pixel", 1000): 301}
 """Mean seconds of one table2 trial by player kind and size, baselines included (module docstring)."""
 WORKERS = 2
 
