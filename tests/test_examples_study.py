@@ -14,11 +14,13 @@ import torch
 from benchmarks.examples_study import (
     RESULTS_FILE,
     StudyOptions,
+    budget_bound,
     load_dataset,
     questions_of,
     read_records,
     run_study,
     split_scenes,
+    write_report,
 )
 from clevr_game.cli import main
 from clevr_game.errors import InputError
@@ -292,3 +294,18 @@ def test_the_validation_slice_is_capped_in_scenes(dataset):
     assert len(capped.validation) == 3 < len(uncapped.validation)
     assert np.array_equal(capped.test, uncapped.test)  # the unseen part does not depend on the cap
     assert len(capped.train) + 3 == len(uncapped.train) + len(uncapped.validation)
+
+
+def _record(fraction: float, accuracy: float, stopped_early: bool) -> dict:
+    return {"dataset": "d", "player": "state-transformer", "fraction": fraction, "trial": 0, "accuracy": accuracy,
+            "stopped_early": stopped_early, "seconds": 1.0}
+
+
+def test_the_report_flags_fractions_whose_trials_ran_out_of_steps(tmp_path):
+    records = [_record(0.1, 0.90, stopped_early=False), _record(0.5, 0.95, stopped_early=True),
+               _record(0.9, 0.995, stopped_early=False)]
+    assert dict(budget_bound(records)) == {("d", "state-transformer", 0.1): 1, ("d", "state-transformer", 0.9): 1}
+    report = write_report(tmp_path, records, "").read_text()
+    assert "| d | state-transformer | 0.9 (budget-bound below it: 0.1) | 1 |" in report
+    assert "| d | state-transformer | 0.1 | 0.9000 [0.9000, 0.9000] | 1 | 1 |" in report
+    assert "| d | state-transformer | 0.5 | 0.9500 [0.9500, 0.9500] | 1 | 0 |" in report
