@@ -28,6 +28,15 @@ def clevr_real(shared_data: Path) -> Path:
     return shared_data / "clevr_real"
 
 
+@pytest.fixture(scope="module")
+def own_render_cache(tmp_path_factory: pytest.TempPathFactory):
+    """A module's own render cache (`pytestmark = pytest.mark.usefixtures("own_render_cache")`):
+    its tests measure real renders and leave the user's cache alone."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CLEVR_GAME_RENDER_CACHE", str(tmp_path_factory.mktemp("render-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def clevr_templates_dir(shared_data: Path) -> Path:
     return shared_data / "clevr_dataset_gen" / "templates"

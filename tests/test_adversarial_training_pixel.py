@@ -24,6 +24,8 @@ from players.state.checkpoint import player_file_from, save_player_file, shipped
 from players.state.features import ANSWERS
 from players.state.models import build_model
 
+pytestmark = pytest.mark.usefixtures("own_render_cache")
+
 torch.set_num_threads(1)  # one thread is several times faster than two on a busy 2-core machine
 
 SPEC = ImageSpec("fast", 64, 48)  # tiny renders: about 0.1 s each here
@@ -40,14 +42,6 @@ def _questions(folder: Path) -> int:
 def _tree(folder: Path) -> dict[str, int]:
     """Every file under `folder` with its modification time: what "left untouched" means."""
     return {str(path.relative_to(folder)): path.stat().st_mtime_ns for path in sorted(folder.rglob("*"))}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def render_cache(tmp_path_factory: pytest.TempPathFactory):
-    # The tests render into their own cache, so they measure real renders and leave the user's cache alone.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CLEVR_GAME_RENDER_CACHE", str(tmp_path_factory.mktemp("render-cache")))
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,8 @@ from players.state.features import ANSWERS, scene_arrays
 from players.state.models import StateBatch
 from players.state.player import StateTransformerPlayer
 
+pytestmark = pytest.mark.usefixtures("own_render_cache")
+
 torch.set_num_threads(1)
 
 SPEC = ImageSpec("fast", 128, 96)
@@ -52,14 +54,6 @@ TINY_FILM = {"stem_channels": 8, "stem_layers": 2, "width": 16, "blocks": 1, "wo
              "question_width": 16, "classifier_width": 16}
 TINY_RN = {"channels": 8, "conv_layers": 3, "word_width": 8, "question_width": 16, "g_width": 16,
            "g_layers": 2, "f_width": 16}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def render_cache(tmp_path_factory: pytest.TempPathFactory):
-    # Real renders into a cache of the tests' own, so the user's cache is left alone.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CLEVR_GAME_RENDER_CACHE", str(tmp_path_factory.mktemp("render-cache")))
-        yield
 
 
 @pytest.fixture(scope="module")

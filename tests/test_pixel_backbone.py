@@ -41,6 +41,8 @@ from players.protocol import Query
 from players.state.checkpoint import shipped_path
 from players.state.features import ANSWERS
 
+pytestmark = pytest.mark.usefixtures("own_render_cache")
+
 torch.set_num_threads(1)
 
 SPEC = ImageSpec("fast", 128, 96)  # the shipped perception's images: the backbone is only copied for these
@@ -52,14 +54,6 @@ RN = {"channels": 16, "conv_layers": 4, "word_width": 16, "question_width": 32, 
 KINDS = {"film": ("film", FILM, FiLMPlayer), "pixel-rn": ("relation-network", RN, PixelRelationNetworkPlayer)}
 """Player name -> (model kind, small config, player class)."""
 CONFIGS = {kind: config for kind, config, _ in KINDS.values()}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def render_cache(tmp_path_factory: pytest.TempPathFactory):
-    # Real renders into the tests' own cache, leaving the user's cache alone.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CLEVR_GAME_RENDER_CACHE", str(tmp_path_factory.mktemp("render-cache")))
-        yield
 
 
 def _rendered(folder: Path, scenes: int, questions: int, seed: int) -> Path:

@@ -64,6 +64,8 @@ from players.protocol import Query
 from players.state.checkpoint import shipped_path
 from players.state.features import ANSWERS
 
+pytestmark = pytest.mark.usefixtures("own_render_cache")
+
 torch.set_num_threads(1)  # one thread is faster than two on a busy 2-core machine
 
 SPEC = ImageSpec("fast", 64, 48)
@@ -72,14 +74,6 @@ TINY_FILM = {"stem_channels": 12, "stem_layers": 2, "width": 24, "blocks": 2, "w
 TINY_RN = {"channels": 12, "conv_layers": 3, "word_width": 16, "question_width": 32, "g_width": 32,
            "g_layers": 2, "f_width": 32}
 TINY_NS = {"perception": {"channels": 8, "width": 16}, "parser": {"word_width": 16, "token_width": 16, "hidden": 32}}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def render_cache(tmp_path_factory: pytest.TempPathFactory):
-    # The tests render into their own cache, so they measure real renders and leave the user's cache alone.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CLEVR_GAME_RENDER_CACHE", str(tmp_path_factory.mktemp("render-cache")))
-        yield
 
 
 @pytest.fixture(scope="module")
