@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+POC_MIN_OBJECTS = 5
+POC_MAX_OBJECTS = 9
+"""Objects of a CLEVR-POC environment: CLEVR-POC's own range, not CLEVR's scene limit (scene.MAX_OBJECTS)."""
+
 _EXPORTS = {
     "Environment": "environment", "CheckResult": "environment",
     "Constraint": "parsing",

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clevr_game.asp import POC_MAX_OBJECTS, POC_MIN_OBJECTS
 from clevr_game.cli_types import (
     non_negative_int,
     positive_float,
@@ -195,7 +196,7 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("environment", help="one random satisfiable environment (.lp plus English .txt)")
     p.add_argument("--seed", type=random_seed, default=0)
-    p.add_argument("--objects", type=positive_int, required=True, help="number of objects, 5..9")
+    p.add_argument("--objects", type=positive_int, required=True, help=f"number of objects, {POC_MIN_OBJECTS}..{POC_MAX_OBJECTS}")
     p.add_argument("--max-constraints", type=positive_int, default=15)
     p.add_argument("--allow-empty-regions", action="store_true",
                    help="allow constraints that together leave a region empty in every scene (off: every region can hold an object)")
@@ -206,8 +207,8 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--environments", type=positive_int, default=5)
     p.add_argument("--items", type=non_negative_int, default=100)
     p.add_argument("--seed", type=random_seed, default=0)
-    p.add_argument("--min-objects", type=positive_int, default=5)
-    p.add_argument("--max-objects", type=positive_int, default=9)
+    p.add_argument("--min-objects", type=positive_int, default=POC_MIN_OBJECTS)
+    p.add_argument("--max-objects", type=positive_int, default=POC_MAX_OBJECTS)
     p.add_argument("--allow-empty-regions", action="store_true",
                    help="environments may force a region empty (off: every region can hold an object)")
     p.add_argument("--check-visibility", action="store_true",

@@ -22,12 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from clevr_game.asp.envgen import (
-    POC_MAX_OBJECTS,
-    POC_MIN_OBJECTS,
-    environment_text,
-    generate_environment,
-)
+from clevr_game.asp import POC_MAX_OBJECTS, POC_MIN_OBJECTS
+from clevr_game.asp.envgen import environment_text, generate_environment
 from clevr_game.asp.environment import Environment
 from clevr_game.asp.questions import make_question, partial_scene
 from clevr_game.asp.sampling import SceneSampler

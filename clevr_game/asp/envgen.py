@@ -14,6 +14,7 @@ from __future__ import annotations
 import clingo
 import numpy as np
 
+from clevr_game.asp import POC_MAX_OBJECTS, POC_MIN_OBJECTS
 from clevr_game.asp.background import background_program
 from clevr_game.asp.clingo_io import new_control
 from clevr_game.asp.regions import NUM_REGIONS
@@ -21,9 +22,6 @@ from clevr_game.asp.templates import ConstraintSpec
 from clevr_game.errors import ClevrGameError, InputError
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC, Vocabulary
 
-POC_MIN_OBJECTS = 5
-POC_MAX_OBJECTS = 9
-"""Objects of a CLEVR-POC environment: CLEVR-POC's own range, not CLEVR's scene limit (scene.MAX_OBJECTS)."""
 MAX_CONSTRAINTS = 15
 MIN_PER_REGION = 2
 
