@@ -40,7 +40,6 @@ torch.set_num_threads(1)  # one thread is several times faster than two on a bus
 TINY_TRANSFORMER = {"width": 48, "layers": 2, "heads": 4, "feedforward": 96, "fourier_bands": 4}
 LEARNING_TRANSFORMER = {"width": 32, "layers": 2, "heads": 4, "feedforward": 64, "fourier_bands": 4}
 TINY_RN = {"width": 32, "word_width": 16, "question_width": 32, "g_layers": 2, "f_width": 32, "fourier_bands": 2}
-TINY_RN_SELF_MEAN = TINY_RN | {"self_pairs": True, "mean_pairs": True}
 MODEL_CARD_TOLERANCE = 0.06
 """About 3 standard errors of an accuracy near 0.9 measured on 300 questions."""
 
@@ -81,8 +80,7 @@ def _queries(items: list, count: int) -> list[Query]:
 # ---------------------------------------------------------------- shapes and batching
 
 
-@pytest.mark.parametrize("kind, config", [("transformer", TINY_TRANSFORMER), ("relation-network", TINY_RN),
-                                          ("relation-network", TINY_RN_SELF_MEAN)])
+@pytest.mark.parametrize("kind, config", [("transformer", TINY_TRANSFORMER), ("relation-network", TINY_RN)])
 def test_models_give_one_logit_row_per_question(kind: str, config: dict, items: list) -> None:
     vocabulary = default_word_vocabulary()
     model = build_model(kind, config, len(vocabulary), len(ANSWERS)).eval()
@@ -102,7 +100,6 @@ def test_models_give_one_logit_row_per_question(kind: str, config: dict, items: 
 @pytest.mark.parametrize("player_class, kind, config", [
     (StateTransformerPlayer, "transformer", TINY_TRANSFORMER),
     (StateRelationNetworkPlayer, "relation-network", TINY_RN),
-    (StateRelationNetworkPlayer, "relation-network", TINY_RN_SELF_MEAN),
 ])
 def test_a_batch_answers_like_one_query_at_a_time(tmp_path: Path, items: list, player_class: type,
                                                    kind: str, config: dict) -> None:
@@ -118,35 +115,6 @@ def test_a_batch_answers_like_one_query_at_a_time(tmp_path: Path, items: list, p
     batched = player._logits(arrays.positions, arrays.attributes, arrays.present, words)
     single = player._logits(arrays.positions[:1], arrays.attributes[:1], arrays.present[:1], words[:1])
     np.testing.assert_allclose(batched[0], single[0], atol=1e-4)
-
-
-def _rn_batch(items: list, count: int) -> StateBatch:
-    arrays = scene_arrays([scene for _, scene in items[:count]])
-    words = torch.randint(2, 50, (count, 12), generator=torch.Generator().manual_seed(0))
-    return StateBatch(torch.from_numpy(arrays.positions), torch.from_numpy(arrays.attributes),
-                      torch.from_numpy(arrays.present), words)
-
-
-def test_the_self_pair_mark_starts_as_nothing_and_then_marks_each_objects_own_pair(items: list) -> None:
-    batch = _rn_batch(items, 6)
-    torch.manual_seed(0)
-    plain = build_model("relation-network", TINY_RN, 60, len(ANSWERS)).eval()
-    torch.manual_seed(0)
-    marked = build_model("relation-network", TINY_RN | {"self_pairs": True}, 60, len(ANSWERS)).eval()
-    with torch.no_grad():
-        torch.testing.assert_close(marked(batch), plain(batch))
-        marked.first_self.fill_(1.0)
-        assert not torch.allclose(marked(batch), plain(batch))
-
-
-def test_mean_pairs_keep_fs_input_on_one_scale_whatever_the_object_count(items: list) -> None:
-    batch = _rn_batch(items, 8)
-    assert len(set(batch.present.sum(dim=1).tolist())) > 1  # scenes of several sizes
-    model = build_model("relation-network", TINY_RN | {"mean_pairs": True}, 60, len(ANSWERS)).eval()
-    with torch.no_grad():
-        pooled, _ = model.relations(batch)
-    torch.testing.assert_close(pooled.mean(dim=1), torch.zeros(8), atol=1e-4, rtol=0)
-    torch.testing.assert_close(pooled.std(dim=1, unbiased=False), torch.ones(8), atol=1e-2, rtol=0)
 
 
 def test_positions_change_the_answer_scores(tmp_path: Path, items: list) -> None:

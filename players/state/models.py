@@ -60,10 +60,6 @@ class RelationNetworkConfig:
     fourier_bands: int = 6
     dropout: float = 0.1
     relation_codes: bool = True
-    self_pairs: bool = False
-    """Mark each object's pair with itself, so g can look at one object alone (a zero-hop question)."""
-    mean_pairs: bool = False
-    """Average g over the present pairs and layer-normalise, so f's input keeps one scale from 3 to 10 objects."""
 
 
 def relation_codes(positions: torch.Tensor) -> torch.Tensor:
@@ -198,9 +194,6 @@ class StateRelationNetwork(nn.Module):
         self.first_j = nn.Linear(width, width, bias=False)
         self.first_q = nn.Linear(config.question_width, width)
         self.first_relation = nn.Embedding(RELATION_CODES, width) if config.relation_codes else None
-        # Zero at the start: a model with it answers as one without until training uses it.
-        self.first_self = nn.Parameter(torch.zeros(width)) if config.self_pairs else None
-        self.pair_norm = nn.LayerNorm(width) if config.mean_pairs else None
         rest: list[nn.Module] = []
         for _ in range(config.g_layers - 1):
             rest += [nn.ReLU(), nn.Linear(width, width)]
@@ -231,14 +224,9 @@ class StateRelationNetwork(nn.Module):
         )
         if self.first_relation is not None:
             first = first + self.first_relation(relation_codes(batch.positions))
-        if self.first_self is not None:
-            first = first + torch.eye(first.shape[1], device=first.device)[None, :, :, None] * self.first_self
         pairs = self.g_rest(first)  # (B, N, N, width)
         both_present = (batch.present.unsqueeze(2) & batch.present.unsqueeze(1)).unsqueeze(-1)
-        pooled = (pairs * both_present).sum(dim=(1, 2))
-        if self.pair_norm is not None:
-            pooled = self.pair_norm(pooled / both_present.sum(dim=(1, 2)).clamp(min=1))
-        return pooled, objects
+        return (pairs * both_present).sum(dim=(1, 2)), objects
 
     def forward(self, batch: StateBatch) -> torch.Tensor:
         return self.f(self.relations(batch)[0])
