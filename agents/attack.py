@@ -272,15 +272,21 @@ def _report_rounding(requested: int, config: Any) -> None:
 
 
 def _flag(name: str) -> str:
+    if name == "player_weights":
+        return "the player's weights (sha256 prefix)"
     return "--lr" if name == "learning_rate" else "--" + name.replace("_", "-")
 
 
 def _run_options(options: AttackOptions) -> dict[str, Any]:
+    from players.registry import weights_digest
+
     chosen = {name: getattr(options, name) for name in RESUME_OPTIONS}
     chosen["items"] = str(Path(options.items).resolve())
     if options.adversary_weights is not None:
         chosen["adversary_weights"] = str(Path(options.adversary_weights).resolve())
     chosen["rewards"] = list(options.rewards)
+    # A retrained player is another opponent: its run must not resume an adversary trained against the old one.
+    chosen["player_weights"] = weights_digest(options.player)
     return chosen
 
 

@@ -79,9 +79,12 @@ def write_trials(results: str | os.PathLike[str], records: dict[str, dict]) -> N
 def pending_trials(plan: Plan) -> list[dict[str, Any]]:
     """Trials with no finished record of the same player, size, mini-game, seed and steps."""
     records = read_trials(plan.out)
-    return [t for t in plan.trials()
-            if not (t["trial"] in records and "error" not in records[t["trial"]]
-                    and same_trial(records[t["trial"]], t))]
+    pending = [t for t in plan.trials()
+               if not (t["trial"] in records and "error" not in records[t["trial"]]
+                       and same_trial(records[t["trial"]], t))]
+    # A run folder older than the weights field of its options.json began with its record's weights.
+    return [{**t, "folder_weights": records[t["trial"]].get("player_weights")} if t["trial"] in records else t
+            for t in pending]
 
 
 def prepare(plan: Plan) -> None:

@@ -14,6 +14,7 @@ share an item (`prepare_minigames`), and every player plays the same ones.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 import traceback
 from collections import Counter
@@ -22,8 +23,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from clevr_game.run_files import MANIPULATIONS_FILE
+from clevr_game.run_files import MANIPULATIONS_FILE, RUN_OPTIONS_FILE
+from clevr_game.scene import read_json
 from players.guard import DEFAULT_MAX_ERROR_RATE, DEFAULT_MAX_FAILURES
+from players.registry import weights_digest
 
 
 @dataclass(frozen=True)
@@ -158,20 +161,6 @@ def player_slug(spec: str) -> str:
     return f"{readable}-{hashlib.sha256(spec.encode('utf-8')).hexdigest()[:8]}"
 
 
-def weights_digest(spec: str) -> str | None:
-    """A short hash of the player's weights file, so a retrained player's trials run again on resume."""
-    from players.registry import weights_file
-
-    path = weights_file(spec)
-    if path is None or not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
-
-
 def one_line(error: BaseException) -> str:
     text = " ".join(f"{type(error).__name__}: {error}".split())
     return text[:600]
@@ -186,6 +175,31 @@ def same_trial(record: dict[str, Any], trial: dict[str, Any]) -> bool:
     return all(record.get(k, "state" if k == "adversary" else None) == trial[k] for k in RECORD_KEYS if k != "run")
 
 
+_UNKNOWN = object()
+
+
+def clear_stale_run(trial: dict[str, Any]) -> bool:
+    """Remove the trial's run folder if its adversary was trained against other weights of the player.
+
+    Resuming such a folder would score the new player against an adversary that
+    learned the old one. The folder's options.json names the weights it began with;
+    a folder written before that field existed counts as begun with the weights of
+    the trial's earlier record (`folder_weights`, set by the runner), and is kept
+    when there is none.
+    """
+    run = Path(trial["run"])
+    options_file = run / RUN_OPTIONS_FILE
+    if not options_file.is_file():
+        return False
+    recorded = read_json(options_file)
+    begun_with = recorded.get("player_weights", trial.get("folder_weights", _UNKNOWN)) \
+        if isinstance(recorded, dict) else _UNKNOWN
+    if begun_with is _UNKNOWN or begun_with == trial["player_weights"]:
+        return False
+    shutil.rmtree(run)
+    return True
+
+
 def run_trial(trial: dict[str, Any]) -> dict[str, Any]:
     """Run one trial; never raises: a failure is a record with `error`."""
     import torch
@@ -196,6 +210,7 @@ def run_trial(trial: dict[str, Any]) -> dict[str, Any]:
     started = time.time()
     record = {k: trial[k] for k in RECORD_KEYS}
     try:
+        clear_stale_run(trial)
         record.update(_attack(trial))
     except PlayerFailedRun as exc:  # the player failed too often: the trial is failed, with its count
         record["error"] = one_line(exc)

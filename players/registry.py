@@ -6,6 +6,7 @@ factory receives the keyword arguments given to `load`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import sys
@@ -108,6 +109,18 @@ def weights_file(name_or_spec: str) -> Path | None:
         return Path(spec[len(PLAYER_FILE_PREFIX):])
     shipped = SHIPPED_WEIGHTS / f"{spec}.pt"
     return shipped if spec in _FACTORIES and shipped.is_file() else None
+
+
+def weights_digest(name_or_spec: str) -> str | None:
+    """A short hash of the spec's weights file (None without one): which trained player a run faced."""
+    path = weights_file(name_or_spec)
+    if path is None or not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def load_guarded(

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents.attack import whole_batches
+from benchmarks.trials import clear_stale_run
 from clevr_game import cli_types
 from clevr_game.cli import build_parser, main
 from clevr_game.dataset import load_dataset, load_questions
@@ -25,7 +26,12 @@ from clevr_game.generate import generate_dataset
 from clevr_game.programs import parse_program
 from clevr_game.render.commands import check_render_inputs
 from clevr_game.scene import Scene, load_scenes
+from clevr_game.text import default_word_vocabulary
 from envs.items import Item, ItemPool
+from players.registry import weights_digest
+from players.state.checkpoint import player_file_from, save_player_file
+from players.state.features import ANSWERS
+from players.state.models import build_model
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +228,46 @@ def test_attack_resumes_only_with_the_options_it_began_with(dataset, tmp_path):
     code, _, err = _run(base)
     assert code == 0, err
     assert "attack: --steps 100 rounded down to 64 (whole batches of 64 envs x 1 step)" in err
+
+
+def _random_state_player(path: Path, seed: int) -> None:
+    torch.manual_seed(seed)
+    vocabulary = default_word_vocabulary()
+    model = build_model("transformer", {"width": 16, "layers": 1, "heads": 2, "feedforward": 32, "fourier_bands": 2},
+                        len(vocabulary), len(ANSWERS))
+    save_player_file(path, player_file_from(model, "transformer", vocabulary, list(ANSWERS), {"note": "untrained"}))
+
+
+def test_a_retrained_player_never_resumes_an_adversary_trained_against_the_old_one(tmp_path):
+    generate_dataset(tmp_path / "items", 12, 1, seed=4, progress=False)
+    weights, run = tmp_path / "player.pt", tmp_path / "run"
+    _random_state_player(weights, seed=0)
+    base = ["attack", "--player", f"file:{weights}", "--items", str(tmp_path / "items"), "--steps", "64",
+            "--num-envs", "64", "--eval-samples", "1", "--out", str(run), "--no-progress"]
+    assert _run(base)[0] == 0
+    old = weights_digest(f"file:{weights}")
+    assert json.loads((run / "options.json").read_text())["player_weights"] == old
+    trial = {"run": str(run), "player_weights": old}
+    assert not clear_stale_run(trial) and run.is_dir()  # the same weights resume
+
+    _random_state_player(weights, seed=1)
+    new = weights_digest(f"file:{weights}")
+    assert new != old
+    assert _one_line_error(base) == (
+        f"{run}: its checkpoint.pt was written with other options (the player's weights (sha256 prefix) was "
+        f"{old!r}, now {new!r}); resume with the same options or choose another folder with --out")
+    # The benchmark clears such a folder, so the trial trains a fresh adversary against the new weights.
+    assert clear_stale_run({**trial, "player_weights": new}) and not run.exists()
+
+    # A folder from before options.json named the weights: the trial's earlier record says which it faced.
+    assert _run(base)[0] == 0
+    options = json.loads((run / "options.json").read_text())
+    del options["player_weights"]
+    (run / "options.json").write_text(json.dumps(options))
+    assert _run(base)[0] == 0  # the attack itself cannot tell, and resumes
+    assert not clear_stale_run({**trial, "player_weights": new})  # no record: kept
+    assert not clear_stale_run({**trial, "player_weights": new, "folder_weights": new})
+    assert clear_stale_run({**trial, "player_weights": new, "folder_weights": old}) and not run.exists()
 
 
 def _all_options(parser: argparse.ArgumentParser, prefix: str = "") -> list[tuple[str, argparse.Action]]:
