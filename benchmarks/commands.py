@@ -45,9 +45,12 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         player_timeout=limits["timeout_s"], max_player_failures=limits["max_failures"],
         max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
     )
-    total = len(plan.trials())
+    planned = {trial["trial"] for trial in plan.trials()}
+    total = len(planned)
     records = run_plan(plan, workers=args.workers, ray=args.ray, ray_address=args.ray_address,
                        on_progress=lambda progress: print(progress.line(), flush=True))
+    # The folder may hold other players' trials too (--players): the last line counts this plan's.
+    records = {trial_id: record for trial_id, record in records.items() if trial_id in planned}
     failed = sum("error" in r for r in records.values())
     md, page = build_report(out, gallery_preset=args.gallery_preset)
     if failed:

@@ -770,8 +770,8 @@ def _question_3(answer: dict, figure: bool) -> list[tuple]:
                             f"with the mean drop rho = {_num(by_drop['statistic'], 3)}, p = "
                             f"{_pv(by_drop['p_value'])}; with the mean consistency rho = "
                             f"{_num(by_consistency['statistic'], 3)}, p = {_pv(by_consistency['p_value'])}"
-                            f"{' (' + by_drop['note'] + ')' if by_drop['note'] else ''}. Negative: the more "
-                            f"accurate players are the more robust."))
+                            f"{' (' + by_drop['note'] + ')' if by_drop['note'] else ''}. A negative rho would "
+                            f"mean that the more accurate players are the more robust."))
         header = ["player", "clean acc.", "mean consistency", "mean drop", "max consistency (size, mini-game)",
                   "max drop"]
         blocks.append(("table", header, [
