@@ -26,7 +26,6 @@ from typing import Any
 from clevr_game.run_files import MANIPULATIONS_FILE, RUN_OPTIONS_FILE
 from clevr_game.scene import read_json
 from players.guard import DEFAULT_MAX_ERROR_RATE, DEFAULT_MAX_FAILURES
-from players.registry import weights_digest
 
 
 @dataclass(frozen=True)
@@ -74,6 +73,8 @@ class Plan:
                     SizeBudget(size, self.minigames, self.seeds, self.steps))
 
     def trials(self) -> list[dict[str, Any]]:
+        from players.registry import weights_digest
+
         digests = {player: weights_digest(player) for player in self.players}
         trials = []
         for player in self.players:
