@@ -242,7 +242,7 @@ def _cmd_study_examples(args: argparse.Namespace) -> int:
         data=args.data.split(","), players=players, fractions=args.fractions, trials=args.trials,
         out=args.out, steps=args.steps, max_minutes=args.max_minutes, batch_size=args.batch_size,
         learning_rate=args.learning_rate, eval_every=args.eval_every, patience=args.patience, model_config=config,
-        seed=args.seed, threads=args.threads, command=shlex.join(command), preset=args.preset,
+        seed=args.seed, threads=args.threads, workers=args.workers, command=shlex.join(command), preset=args.preset,
         image_width=width, image_height=height, render_workers=args.render_workers, pixel_config=pixel_config,
     ))
     print(f"trials: {outcome.recorded} of {outcome.planned} recorded; report: {outcome.report}")
@@ -277,7 +277,9 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=None,
                    help="state players' model config as JSON, e.g. '{\"width\": 64, \"layers\": 2}'")
     p.add_argument("--seed", type=random_seed, default=defaults.seed, help="seeds the splits and the models")
-    p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads")
+    p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads of each trial")
+    p.add_argument("--workers", type=positive_int, default=defaults.workers,
+                   help="trials run side by side, one process each (the records are the same as with one)")
     p.add_argument("--preset", default=defaults.preset, help="pixel players: render preset of the images")
     p.add_argument("--image-size", default=f"{defaults.image_width}x{defaults.image_height}",
                    help="pixel players: image size, WIDTHxHEIGHT")

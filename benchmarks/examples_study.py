@@ -36,8 +36,10 @@ import os
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +109,9 @@ class StudyOptions:
     """The state players' model config."""
     seed: int = 0
     threads: int = 1
+    """Torch threads of each trial."""
+    workers: int = 1
+    """Trials run side by side, each in its own process with `threads` threads and its own copy of its dataset."""
     command: str = ""
     preset: str = "fast"
     """Render preset of the pixel players' images."""
@@ -405,39 +410,83 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     records = read_records(out)
     _check_settings(records, options, out)
     torch.set_num_threads(options.threads)
-    deadline = None if options.max_minutes is None else time.monotonic() + options.max_minutes * 60
     planned = [(folder, player, fraction, trial) for trial in range(options.trials) for folder in options.data
                for player in options.players for fraction in options.fractions]
     pending = [p for p in planned if trial_key(dataset_name(p[0]), *p[1:]) not in records]
     log(f"{len(planned)} trials planned, {len(planned) - len(pending)} recorded, {len(pending)} to run")
     work = out / "work"
-    loaded: LoadedDataset | None = None
+    deadline = None if options.max_minutes is None else time.time() + options.max_minutes * 60
     ran, complete = 0, True
-    for number, (folder, player, fraction, trial) in enumerate(pending, 1):
-        minutes_left = None if deadline is None else (deadline - time.monotonic()) / 60
-        if minutes_left is not None and minutes_left <= 0:
-            complete = False
-            break
-        if loaded is None or loaded.folder != folder:
-            loaded = None  # one dataset in memory at a time
-            loaded = load_dataset(folder, options.image_spec if options.pixel_players else None,
-                                  options.render_workers, log)
-        record = run_trial(loaded, player, fraction, trial, options, work, minutes_left)
+    for record in _pending_records(pending, options, work, deadline, log):
         if record is None:
             complete = False
-            break
+            continue  # the trials still running meet the same deadline; their records are kept
         records[record["key"]] = record
         write_records(out, records)
         ran += 1
-        log(f"[{number}/{len(pending)}] {record['dataset']} {player} fraction {fraction:g} trial {trial}: "
-            f"unseen accuracy {record['accuracy']:.4f} ({record['train_scenes']} train scenes, "
-            f"{record['steps']} steps{', early stop' if record['stopped_early'] else ''}, {record['seconds']:.0f} s)")
+        log(f"[{ran}/{len(pending)}] {record['dataset']} {record['player']} fraction {record['fraction']:g} "
+            f"trial {record['trial']}: unseen accuracy {record['accuracy']:.4f} ({record['train_scenes']} train "
+            f"scenes, {record['steps']} steps{', early stop' if record['stopped_early'] else ''}, "
+            f"{record['seconds']:.0f} s)")
     shutil.rmtree(work, ignore_errors=True)
     if not complete:
         log(f"stopped at the --max-minutes limit ({options.max_minutes:g}); the same command continues the study")
     report = write_report(out, list(records.values()), options.command)
     done = sum(trial_key(dataset_name(p[0]), *p[1:]) in records for p in planned)
     return StudyOutcome(len(planned), done, ran, complete, report)
+
+
+Planned = tuple[str, str, float, int]
+"""(dataset folder, player, fraction, trial)."""
+
+_loaded: LoadedDataset | None = None
+"""The dataset of the last trial this process ran: trials run dataset by dataset, so it is loaded once per run."""
+
+
+def run_planned(planned: Planned, options: StudyOptions, work: Path, deadline: float | None,
+                log: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """One trial, in this process or a pool worker; None when `deadline` (time.time()) passes first."""
+    global _loaded
+    import torch
+
+    minutes_left = None if deadline is None else (deadline - time.time()) / 60
+    if minutes_left is not None and minutes_left <= 0:
+        return None
+    folder, player, fraction, trial = planned
+    torch.set_num_threads(options.threads)
+    if _loaded is None or _loaded.folder != folder:
+        _loaded = None  # one dataset in memory at a time
+        _loaded = load_dataset(folder, options.image_spec if options.pixel_players else None,
+                               options.render_workers, log)
+    return run_trial(_loaded, player, fraction, trial, options, work, minutes_left)
+
+
+def _pending_records(pending: list[Planned], options: StudyOptions, work: Path, deadline: float | None,
+                     log: Callable[[str], None]) -> Iterator[dict[str, Any] | None]:
+    """The pending trials' records (None for one cut by the deadline), in order or, with workers, as they end.
+
+    Every trial is seeded by its own (seed, fraction, trial), so which process runs it
+    changes nothing in its record but the seconds.
+    """
+    global _loaded
+    if options.workers > 1 and options.pixel_players:
+        from players.pixel.images import dataset_images
+
+        # Rendered (and stacked) here, once: workers rendering the same missing images would race.
+        for folder in dict.fromkeys(planned[0] for planned in pending):
+            dataset_images(folder, options.image_spec, workers=options.render_workers, progress=True)
+    try:
+        if options.workers <= 1:
+            for planned in pending:
+                yield run_planned(planned, options, work, deadline, log)
+            return
+        # spawn: a forked child of a process that imported torch can hang.
+        with ProcessPoolExecutor(options.workers, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(run_planned, planned, options, work, deadline) for planned in pending]
+            for future in as_completed(futures):
+                yield future.result()
+    finally:
+        _loaded = None
 
 
 def _check_models(options: StudyOptions) -> None:

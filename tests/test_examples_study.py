@@ -219,6 +219,20 @@ def test_a_tiny_study_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
                   log=lambda line: None)
 
 
+def test_workers_side_by_side_record_what_one_process_records(folder, tmp_path):
+    def study(out: Path, workers: int) -> dict[str, dict]:
+        run_study(StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.05, 0.5], trials=2,
+                               out=str(out), steps=30, eval_every=10, batch_size=32, model_config=TINY,
+                               workers=workers), log=lambda line: None)
+        return {key: {k: v for k, v in record.items() if k != "seconds"}
+                for key, record in read_records(out).items()}
+
+    alone, side_by_side = study(tmp_path / "one", 1), study(tmp_path / "two", 2)
+    assert len(alone) == 4 and side_by_side == alone
+    assert len({record["accuracy"] for record in alone.values()}) > 1  # four different trials, not one repeated
+    assert not (tmp_path / "two" / "work").exists()
+
+
 def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
     few = few_scenes(folder, tmp_path / "2-one-few")  # its own folder: no image of it rendered yet
     out = tmp_path / "results"
@@ -262,14 +276,15 @@ def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp
                                image_width=64, image_height=48), log=lambda line: None)
 
 
-def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tmp_path, workers):
     lines: list[str] = []
-    options = StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.5], trials=1,
+    options = StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.5], trials=3,
                            out=str(tmp_path / "r"), steps=100_000, eval_every=10, batch_size=32, model_config=TINY,
-                           max_minutes=0.02, patience=10**6)  # only the clock can end it, on any machine
+                           max_minutes=0.05, patience=10**6, workers=workers)  # only the clock can end it, on any machine
     outcome = run_study(options, log=lines.append)
     assert not outcome.complete and outcome.recorded == 0 and read_records(tmp_path / "r") == {}
-    assert lines[-1] == "stopped at the --max-minutes limit (0.02); the same command continues the study"
+    assert lines[-1] == "stopped at the --max-minutes limit (0.05); the same command continues the study"
     assert not (tmp_path / "r" / "work").exists()
 
 
