@@ -33,6 +33,7 @@ from clevr_game.errors import InputError
 from clevr_game.scene import read_json
 
 SPLIT_FILE = "split.json"
+PLAYER_FILE = "player.json"
 PROGRESS_FILE = "progress.json"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.md"
@@ -69,6 +70,28 @@ def _load_split(out: Path, item_ids: list[str], args: argparse.Namespace) -> dic
     else:
         write_json_atomic(path, split)
     return split
+
+
+def _check_player(out: Path, player: str) -> None:
+    """OUT/player.json names the player and its weights; a call against other weights is refused.
+
+    The checkpoint, the per-mini-game runs and the progress all learned one player:
+    continuing or evaluating them against a retrained one would mix two opponents.
+    """
+    from players.registry import weights_digest
+
+    path, current = out / PLAYER_FILE, {"player": player, "player_weights": weights_digest(player)}
+    if path.is_file():
+        recorded = read_json(path)
+        if recorded != current:
+            raise InputError(f"{path}: made against {recorded.get('player')} with weights "
+                             f"{recorded.get('player_weights')}, not {player} with weights "
+                             f"{current['player_weights']} (a retrained player needs another --out)")
+    elif (out / PROGRESS_FILE).is_file():
+        raise InputError(f"{out}: begun before runs recorded their player's weights, so which player it learned "
+                         "is unknown; use another --out")
+    else:
+        write_json_atomic(path, current)
 
 
 def _trainer(args: argparse.Namespace, env: Any, out: Path) -> tuple[Any, Any, Any]:
@@ -304,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     try:
         split = _load_split(out, [it.item_id for it in load_items(args.items)], args)
+        if not args.report_only:
+            _check_player(out, args.player)
         if args.report_only:
             saved = read_json(out / RESULT_FILE)
             progress = read_json(out / PROGRESS_FILE)

@@ -9,6 +9,7 @@ import pytest
 from benchmarks.universal_adversary import main, make_split
 from clevr_game.errors import InputError
 from clevr_game.generate import generate_dataset
+from players.registry import SHIPPED_WEIGHTS, weights_digest
 
 
 def test_split_keeps_training_and_heldout_items_apart():
@@ -38,3 +39,29 @@ def test_a_tiny_universal_run_resumes_and_reports(tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert result["universal"]["heldout"]["universal"]["drop"] == 0.0  # the oracle never breaks
     assert (out / "learning_curve.png").stat().st_size > 0
+
+
+def test_a_retrained_player_is_refused_by_a_run_that_learned_the_old_one(tmp_path, capsys):
+    generate_dataset(tmp_path / "items", 20, 5, seed=7, progress=False)
+    weights = tmp_path / "player.pt"
+    weights.write_bytes((SHIPPED_WEIGHTS / "state-transformer.pt").read_bytes())
+    out = tmp_path / "out"
+    options = ["--items", str(tmp_path / "items"), "--player", f"file:{weights}", "--train-size", "60",
+               "--heldout-items", "20", "--heldout-minigames", "1", "--minigame-steps", "256",
+               "--num-envs", "32", "--eval-samples", "2", "--max-minutes", "0.02", "--out", str(out)]
+    assert main(options) == 0
+    recorded = json.loads((out / "player.json").read_text())
+    assert recorded == {"player": f"file:{weights}", "player_weights": weights_digest(f"file:{weights}")}
+
+    weights.write_bytes((SHIPPED_WEIGHTS / "state-rn.pt").read_bytes())  # "retrained": other weights, same spec
+    capsys.readouterr()
+    for call in (options, [*options, "--evaluate-only"]):
+        assert main(call) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and err.startswith(f"universal adversary: {out / 'player.json'}: made against ")
+        assert "a retrained player needs another --out" in err
+    assert len(json.loads((out / "progress.json").read_text())["calls"]) == 1  # nothing trained against it
+
+    (out / "player.json").unlink()  # a folder from before the record: its player is unknown
+    assert main(options) == 2
+    assert "begun before runs recorded their player's weights" in capsys.readouterr().err
