@@ -12,8 +12,9 @@ adversaries that train on the very items they attack?
 Run (the committed figures: results/universal/):
     python -m benchmarks.universal_adversary --items runs/universal/items --player state-rn \
         --train-size 10000 --max-minutes 60 --out results/universal
-Writes OUT/result.json, OUT/report.md, OUT/learning_curve.png; the checkpoint and the
-per-mini-game runs live in OUT/runs/ (not committed).
+Writes OUT/player.json (the player and its weights digest: a call against other
+weights is refused), OUT/result.json, OUT/report.md, OUT/learning_curve.png; the
+checkpoint and the per-mini-game runs live in OUT/runs/ (not committed).
 """
 
 from __future__ import annotations
