@@ -21,8 +21,9 @@ every later trial and run.
 RESULTS/study.jsonl holds one record per (dataset, player, fraction, trial),
 rewritten atomically after each; a rerun skips the recorded ones (and refuses
 other training settings). RESULTS/figure.png plots unseen accuracy against the
-training fraction with 95% intervals over trials; RESULTS/report.md has the
-table and the smallest fraction whose mean unseen accuracy reaches 99%.
+training fraction and against the scenes trained on, with 95% intervals over
+trials; RESULTS/report.md has the table and the smallest fraction whose mean
+unseen accuracy reaches 99%.
 `--max-minutes` bounds the whole run: the trial cut by the limit is not
 recorded, and the same command continues later.
 """
@@ -527,6 +528,8 @@ class Point:
     low: float
     high: float
     trials: int
+    scenes: int = 0
+    """Scenes trained on at this fraction (the train part and its validation slice), the same in every trial."""
 
 
 def summarise(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[Point]]:
@@ -534,10 +537,12 @@ def summarise(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[Point
     from benchmarks.stats import bootstrap_ci
 
     groups: dict[tuple[str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    scenes: dict[tuple[str, float], int] = {}
     for record in records:
         groups[(record["dataset"], record["player"])][record["fraction"]].append(record["accuracy"])
+        scenes[(record["dataset"], record["fraction"])] = record["train_scenes"] + record["validation_scenes"]
     return {
-        line: [Point(fraction, float(np.mean(values)), *bootstrap_ci(values), len(values))
+        line: [Point(fraction, float(np.mean(values)), *bootstrap_ci(values), len(values), scenes[(line[0], fraction)])
                for fraction, values in sorted(by_fraction.items())]
         for line, by_fraction in sorted(groups.items())
     }
@@ -562,28 +567,36 @@ def smallest_fraction(points: list[Point], target: float = TARGET_ACCURACY) -> f
 
 
 def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
+    """Unseen accuracy against the share of placements trained on (the paper's axis) and against the scenes."""
     import matplotlib
     import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, (by_share, by_scenes) = plt.subplots(1, 2, figsize=(11.0, 4.2), sharey=True)
     for (dataset, player), points in lines.items():
-        x = np.array([p.fraction for p in points]) * 100
         mean = np.array([p.mean for p in points])
         low, high = np.array([p.low for p in points]), np.array([p.high for p in points])
         # One (2, N) array: a list of two arrays makes matplotlib convert 1-element arrays to scalars (deprecated).
-        ax.errorbar(x, mean, yerr=np.vstack([mean - low, high - mean]), marker="o", capsize=3,
-                    label=f"{dataset} ({player})")
-    ax.axhline(TARGET_ACCURACY, color="gray", linestyle=":", linewidth=1)
-    ax.set_xscale("log")
-    ticks = sorted({p.fraction * 100 for points in lines.values() for p in points})
-    ax.set_xticks(ticks, [f"{t:g}%" for t in ticks])
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.set_xlabel("scenes trained on (% of the dataset's valid placements)")
-    ax.set_ylabel("accuracy on unseen placements")
-    ax.legend(fontsize=7)
+        whiskers = np.vstack([mean - low, high - mean])
+        label = f"{dataset} ({player})"
+        line = by_share.errorbar([p.fraction for p in points], mean, yerr=whiskers, marker="o", capsize=3, label=label)
+        by_scenes.errorbar([p.scenes for p in points], mean, yerr=whiskers, marker="o", capsize=3,
+                           color=line[0].get_color(), label=label)
+    for ax in (by_share, by_scenes):
+        ax.axhline(TARGET_ACCURACY, color="gray", linestyle=":", linewidth=1)
+        ax.grid(alpha=0.3)
+    # A logit axis spreads both ends of the fractions (1% and 5%, 75% and 90%) apart.
+    by_share.set_xscale("logit")
+    ticks = sorted({p.fraction for points in lines.values() for p in points})
+    by_share.set_xticks(ticks, [f"{t * 100:g}%" for t in ticks])
+    by_share.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    by_share.set_xlabel("scenes trained on (% of the dataset's valid placements)")
+    by_share.set_ylabel("accuracy on unseen placements")
+    by_scenes.set_xscale("log")
+    by_scenes.set_xlabel("scenes trained on")
+    by_scenes.legend(fontsize=7)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100)
@@ -605,7 +618,8 @@ def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path
                  "A trial that ran its whole step budget was still improving when it ended (early stopping "
                  "had not stopped it): its accuracy is a lower bound, and a fraction not reached where such "
                  "trials are is not evidence that the data falls short.", "",
-                 "| dataset | player | smallest fraction | trials per fraction |", "|---|---|---|---|"]
+                 "| dataset | player | smallest fraction | scenes trained on | trials per fraction |",
+                 "|---|---|---|---|---|"]
         bound = budget_bound(records)
         for (dataset, player), points in lines.items():
             reached = smallest_fraction(points)
@@ -614,7 +628,8 @@ def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path
                      and (reached is None or p.fraction < reached) and bound[(dataset, player, p.fraction)]]
             if below:
                 shown += f" (budget-bound below it: {', '.join(f'{p.fraction:g}' for p in below)})"
-            text.append(f"| {dataset} | {player} | {shown} | {min(p.trials for p in points)} |")
+            scenes = next((f"{p.scenes:,}" for p in points if p.fraction == reached), "")
+            text.append(f"| {dataset} | {player} | {shown} | {scenes} | {min(p.trials for p in points)} |")
         text += ["", "## Unseen accuracy per fraction", "",
                  "| dataset | player | fraction | mean [95% CI] | trials | ran out of steps |", "|---|---|---|---|---|---|"]
         for (dataset, player), points in lines.items():

@@ -312,8 +312,10 @@ def test_the_validation_slice_is_capped_in_scenes(dataset):
 
 
 def _record(fraction: float, accuracy: float, stopped_early: bool) -> dict:
+    trained = round(fraction * 1000)  # a dataset of 1,000 scenes, a tenth of the trained ones for validation
     return {"dataset": "d", "player": "state-transformer", "fraction": fraction, "trial": 0, "accuracy": accuracy,
-            "stopped_early": stopped_early, "seconds": 1.0}
+            "stopped_early": stopped_early, "seconds": 1.0, "train_scenes": trained - trained // 10,
+            "validation_scenes": trained // 10}
 
 
 def test_the_report_flags_fractions_whose_trials_ran_out_of_steps(tmp_path):
@@ -321,6 +323,6 @@ def test_the_report_flags_fractions_whose_trials_ran_out_of_steps(tmp_path):
                _record(0.9, 0.995, stopped_early=False)]
     assert dict(budget_bound(records)) == {("d", "state-transformer", 0.1): 1, ("d", "state-transformer", 0.9): 1}
     report = write_report(tmp_path, records, "").read_text()
-    assert "| d | state-transformer | 0.9 (budget-bound below it: 0.1) | 1 |" in report
+    assert "| d | state-transformer | 0.9 (budget-bound below it: 0.1) | 900 | 1 |" in report
     assert "| d | state-transformer | 0.1 | 0.9000 [0.9000, 0.9000] | 1 | 1 |" in report
     assert "| d | state-transformer | 0.5 | 0.9500 [0.9500, 0.9500] | 1 | 0 |" in report
