@@ -244,6 +244,7 @@ def _cmd_study_examples(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate, eval_every=args.eval_every, patience=args.patience, model_config=config,
         seed=args.seed, threads=args.threads, workers=args.workers, command=shlex.join(command), preset=args.preset,
         image_width=width, image_height=height, render_workers=args.render_workers, pixel_config=pixel_config,
+        report_only=args.report_only,
     ))
     print(f"trials: {outcome.recorded} of {outcome.planned} recorded; report: {outcome.report}")
     return 0
@@ -287,4 +288,6 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="pixel players: Blender workers rendering a dataset's missing images (once per dataset)")
     p.add_argument("--pixel-config", default=None,
                    help="pixel players' model configs as JSON keyed by player, e.g. '{\"film\": {\"width\": 32}}'")
+    p.add_argument("--report-only", action="store_true",
+                   help="run no trial: rewrite the report and figure from the recorded trials")
     p.set_defaults(handler=_cmd_study_examples)

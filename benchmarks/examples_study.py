@@ -122,6 +122,8 @@ class StudyOptions:
     """Blender workers rendering a dataset's missing images."""
     pixel_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Model config per pixel player (`{"film": {"width": 32}}`); a player left out keeps its defaults."""
+    report_only: bool = False
+    """Run no trial: rewrite the report and figure from the recorded trials."""
 
     def __post_init__(self) -> None:
         supported = (*STATE_PLAYERS, *PIXEL_PLAYERS)
@@ -414,7 +416,10 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     planned = [(folder, player, fraction, trial) for trial in range(options.trials) for folder in options.data
                for player in options.players for fraction in options.fractions]
     pending = [p for p in planned if trial_key(dataset_name(p[0]), *p[1:]) not in records]
-    log(f"{len(planned)} trials planned, {len(planned) - len(pending)} recorded, {len(pending)} to run")
+    log(f"{len(planned)} trials planned, {len(planned) - len(pending)} recorded, {len(pending)} to run"
+        f"{' (--report-only: none now)' if options.report_only and pending else ''}")
+    if options.report_only:
+        pending = []
     work = out / "work"
     deadline = None if options.max_minutes is None else time.time() + options.max_minutes * 60
     ran, complete = 0, True

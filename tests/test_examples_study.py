@@ -205,6 +205,13 @@ def test_a_tiny_study_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
     assert "| 2-one | state-transformer | 0.5 |" in report and (out / "figure.png").stat().st_size > 0
     assert not (out / "work").exists()
 
+    (out / "report.md").unlink()
+    assert main([*common, "--trials", "2", "--report-only"]) == 0  # the report again, and no trial
+    only = capsys.readouterr().out.splitlines()
+    assert only[0] == "4 trials planned, 2 recorded, 2 to run (--report-only: none now)"
+    assert only[-1] == f"trials: 2 of 4 recorded; report: {out / 'report.md'}"
+    assert read_records(out) == records and "| 2-one | state-transformer | 0.5 |" in (out / "report.md").read_text()
+
     assert main([*common, "--trials", "2"]) == 0  # resumed: only trial 1 of each fraction runs
     second = capsys.readouterr().out.splitlines()
     assert second[0] == "4 trials planned, 2 recorded, 2 to run"
