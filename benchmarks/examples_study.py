@@ -455,8 +455,11 @@ def run_planned(planned: Planned, options: StudyOptions, work: Path, deadline: f
     global _loaded
     import torch
 
-    minutes_left = None if deadline is None else (deadline - time.time()) / 60
-    if minutes_left is not None and minutes_left <= 0:
+    def minutes_left() -> float | None:
+        return None if deadline is None else (deadline - time.time()) / 60
+
+    left = minutes_left()
+    if left is not None and left <= 0:
         return None
     folder, player, fraction, trial = planned
     torch.set_num_threads(options.threads)
@@ -464,7 +467,10 @@ def run_planned(planned: Planned, options: StudyOptions, work: Path, deadline: f
         _loaded = None  # one dataset in memory at a time
         _loaded = load_dataset(folder, options.image_spec if options.pixel_players else None,
                                options.render_workers, log)
-    return run_trial(_loaded, player, fraction, trial, options, work, minutes_left)
+    left = minutes_left()  # again: rendering a dataset's images can take longer than the time left
+    if left is not None and left <= 0:
+        return None
+    return run_trial(_loaded, player, fraction, trial, options, work, left)
 
 
 def _pending_records(pending: list[Planned], options: StudyOptions, work: Path, deadline: float | None,
