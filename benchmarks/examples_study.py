@@ -495,8 +495,22 @@ def _pending_records(pending: list[Planned], options: StudyOptions, work: Path, 
         # spawn: a forked child of a process that imported torch can hang.
         with ProcessPoolExecutor(options.workers, mp_context=get_context("spawn")) as pool:
             futures = [pool.submit(run_planned, planned, options, work, deadline) for planned in pending]
+            failure: BaseException | None = None
             for future in as_completed(futures):
-                yield future.result()
+                if future.cancelled():
+                    continue
+                try:
+                    record = future.result()
+                except Exception as exc:
+                    # Stop as one process would, but keep the trials already running: their records are kept.
+                    if failure is None:
+                        failure = exc
+                        for queued in futures:
+                            queued.cancel()
+                    continue
+                yield record
+            if failure is not None:
+                raise failure
     finally:
         _loaded = None
 

@@ -328,8 +328,6 @@ def main(argv: list[str] | None = None) -> int:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     try:
         split = _load_split(out, [it.item_id for it in load_items(args.items)], args)
-        if not args.report_only:
-            _check_player(out, args.player)
         if args.report_only:
             saved = read_json(out / RESULT_FILE)
             progress = read_json(out / PROGRESS_FILE)
@@ -339,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             write_text_atomic(out / REPORT_FILE, text)
             print(text)
             return 0
+        _check_player(out, args.player)
         if args.evaluate_only:
             progress = read_json(out / PROGRESS_FILE)
         else:

@@ -240,6 +240,18 @@ def test_workers_side_by_side_record_what_one_process_records(folder, tmp_path):
     assert not (tmp_path / "two" / "work").exists()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failing_trial_stops_the_study_and_keeps_the_finished_ones(folder, tmp_path, workers):
+    options = StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.5, 0.0001], trials=3,
+                           out=str(tmp_path / "r"), steps=30, eval_every=10, batch_size=32, model_config=TINY,
+                           workers=workers)  # 0.0001 of 1,680 scenes is none: that trial fails at its split
+    with pytest.raises(InputError, match=r"--fractions 0.0001: 0 of 1680 scenes"):
+        run_study(options, log=lambda line: None)
+    recorded = read_records(tmp_path / "r")
+    assert "2-one__state-transformer__f0.5__t0" in recorded  # finished beside the failure: kept
+    assert not any("f0.0001" in key for key in recorded)
+
+
 def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
     few = few_scenes(folder, tmp_path / "2-one-few")  # its own folder: no image of it rendered yet
     out = tmp_path / "results"
