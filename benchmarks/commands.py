@@ -287,7 +287,9 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--render-workers", type=positive_int, default=defaults.render_workers,
                    help="pixel players: Blender workers rendering a dataset's missing images (once per dataset)")
     p.add_argument("--pixel-config", default=None,
-                   help="pixel players' model configs as JSON keyed by player, e.g. '{\"film\": {\"width\": 32}}'")
+                   help="pixel players' model configs as JSON keyed by player, e.g. '{\"film\": {\"width\": 32}}', "
+                        "laid over the study's: film and pixel-rn read the frozen perception ('{\"backbone\": "
+                        "\"perception\"}', as the shipped players do)")
     p.add_argument("--report-only", action="store_true",
                    help="run no trial: rewrite the report and figure from the recorded trials")
     p.set_defaults(handler=_cmd_study_examples)

@@ -66,6 +66,14 @@ REFUSED_PLAYERS = {
 }
 """Players the study does not train, with the reason."""
 
+STUDY_PIXEL_CONFIGS: dict[str, dict[str, Any]] = {
+    "film": {"backbone": "perception"},
+    "pixel-rn": {"backbone": "perception"},
+}
+"""The study's film and pixel-rn read the frozen neuro-symbolic perception's features, as the shipped players
+do: a trial trains what the shipped player trained, and film's step costs half of learning from pixels.
+`--pixel-config` is laid over these (`{"film": {"backbone": "none"}}` learns from pixels)."""
+
 _SETTINGS = ("steps", "batch_size", "learning_rate", "warmup_steps", "eval_every", "patience",
              "validation_share", "max_validation_scenes", "model_config", "seed")
 """Options a recorded trial depends on: a rerun into the same results must use the same."""
@@ -121,7 +129,7 @@ class StudyOptions:
     render_workers: int = 2
     """Blender workers rendering a dataset's missing images."""
     pixel_config: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Model config per pixel player (`{"film": {"width": 32}}`); a player left out keeps its defaults."""
+    """Model config per pixel player (`{"film": {"width": 32}}`), laid over STUDY_PIXEL_CONFIGS."""
     report_only: bool = False
     """Run no trial: rewrite the report and figure from the recorded trials."""
 
@@ -161,11 +169,15 @@ class StudyOptions:
 
         return ImageSpec(self.preset, self.image_width, self.image_height)
 
+    def pixel_model_config(self, player: str) -> dict[str, Any]:
+        """A pixel player's model config: the study's (STUDY_PIXEL_CONFIGS) with `pixel_config`'s laid over it."""
+        return {**STUDY_PIXEL_CONFIGS.get(player, {}), **self.pixel_config.get(player, {})}
+
     def settings(self, player: str | None = None) -> dict[str, Any]:
         """The settings `player`'s trials depend on (None: a state player's)."""
         settings = {key: getattr(self, key) for key in _SETTINGS}
         if player in PIXEL_PLAYERS:
-            settings["model_config"] = self.pixel_config.get(player, {})
+            settings["model_config"] = self.pixel_model_config(player)
             settings.update({key: getattr(self, key) for key in _PIXEL_SETTINGS})
         return settings
 
@@ -347,7 +359,7 @@ def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial:
         height=spec.height, steps=options.steps, batch_size=min(options.batch_size, len(fit)),
         learning_rate=options.learning_rate, warmup_steps=min(options.warmup_steps, max(1, options.steps // 10)),
         seed=options.seed * 1000 + trial, eval_every=options.eval_every, eval_size=len(validation),
-        checkpoint_minutes=1e9, max_minutes=minutes_left, model_config=dict(options.pixel_config.get(player, {})),
+        checkpoint_minutes=1e9, max_minutes=minutes_left, model_config=options.pixel_model_config(player),
         threads=options.threads, log_dir="", progress=False, patience=options.patience, command=options.command,
     )
     with contextlib.redirect_stdout(io.StringIO()):  # the trainer's per-evaluation lines; the curve keeps them
@@ -516,7 +528,8 @@ def _pending_records(pending: list[Planned], options: StudyOptions, work: Path, 
 
 
 def _check_models(options: StudyOptions) -> None:
-    """Each player's model config builds, and the object-transformer's perception reads the study's images."""
+    """Each player's model config builds, and the frozen perception of the players that read it was trained on
+    the study's images."""
     from players.pixel.checkpoint import PLAYER_KINDS as PIXEL_KINDS
     from players.pixel.checkpoint import build_model as build_pixel_model
     from players.state.models import build_model
@@ -525,20 +538,22 @@ def _check_models(options: StudyOptions) -> None:
     for player in options.players:
         try:
             if player in PIXEL_PLAYERS:
-                build_pixel_model(PIXEL_KINDS[player], options.pixel_config.get(player, {}), 4, 2)
+                build_pixel_model(PIXEL_KINDS[player], options.pixel_model_config(player), 4, 2)
             else:
                 build_model(PLAYER_KINDS[player], options.model_config, 4, 2)
         except TypeError as exc:
             option = "--pixel-config" if player in PIXEL_PLAYERS else "--config"
             raise InputError(f"{option} for {player}: {exc}") from None
-    if "object-transformer" in options.players:
+    perceiving = [player for player in options.pixel_players
+                  if player == "object-transformer" or options.pixel_model_config(player).get("backbone") == "perception"]
+    if perceiving:
         from players.pixel.checkpoint import load_player_file
         from players.pixel.object_training import DEFAULT_PERCEPTION_FILE
         from players.state.checkpoint import shipped_path
 
         perception = load_player_file(shipped_path(DEFAULT_PERCEPTION_FILE))
         if perception.image != options.image_spec:
-            raise InputError(f"--players object-transformer: its perception (shipped {DEFAULT_PERCEPTION_FILE}) "
+            raise InputError(f"--players {perceiving[0]}: its perception (shipped {DEFAULT_PERCEPTION_FILE}) "
                              f"reads {perception.image.label} images, not {options.image_spec.label} "
                              "(--preset, --image-size)")
 

@@ -1,12 +1,15 @@
 """What a pixel player's trial of the examples study costs: seconds per training step and evaluation rate.
 
-For `film`, `pixel-rn` and `object-transformer` with their default configs, on
-every other scene of a rendered `clevr-game exhaustive` dataset (rendered first
-when missing, `fast` 128x96): the median seconds of a training step (batch 128,
-forward, backward, AdamW) and the questions answered per second in evaluation,
-through the pixel trainer's own tasks. The object-transformer's frozen
-perception detects each image once per trial; its rate is shown too. These
-are the per-step and per-question costs of docs/exhaustive.md's time estimate.
+For `film`, `pixel-rn` and `object-transformer` with the study's configs
+(`STUDY_PIXEL_CONFIGS`: film and pixel-rn read the frozen perception's
+features) and, for film and pixel-rn, also learning from pixels (`backbone`
+none), on every other scene of a rendered `clevr-game exhaustive` dataset
+(rendered first when missing, `fast` 128x96): the median seconds of a training
+step (batch 128, forward, backward, AdamW) and the questions answered per
+second in evaluation, through the pixel trainer's own tasks. A frozen
+perception reads each image once per trial (features, or the
+object-transformer's detections); that rate is shown too. These are the
+per-step and per-question costs of docs/exhaustive.md's time estimate.
 
 Run: python -m benchmarks.perf_pixel_study [--data runs/exhaustive/2-one] [--threads 1]
 """
@@ -14,6 +17,7 @@ Run: python -m benchmarks.perf_pixel_study [--data runs/exhaustive/2-one] [--thr
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -29,6 +33,7 @@ EVALUATED = 2048
 
 def run(data: str, threads: int = 1) -> list[str]:
     """One line per player: parameters, seconds per step, questions per second (and detections per second)."""
+    from benchmarks.examples_study import PIXEL_PLAYERS, STUDY_PIXEL_CONFIGS
     from clevr_game.text import default_word_vocabulary
     from players.pixel.checkpoint import PLAYER_KINDS, build_model
     from players.pixel.data import load_pixel_data, select_scenes
@@ -46,22 +51,28 @@ def run(data: str, threads: int = 1) -> list[str]:
     pixels, vocabulary = load_pixel_data(data, default_word_vocabulary(), list(ANSWERS), ImageSpec(),
                                          extend_vocabulary=True, progress=True)
     part = select_scenes(pixels, np.arange(0, len(pixels.images), 2))
+    perception_config, perception_weights = perception_source(None)
     lines = []
-    for player in ("film", "pixel-rn", "object-transformer"):
+    for player, config in (*((player, STUDY_PIXEL_CONFIGS.get(player, {})) for player in PIXEL_PLAYERS),
+                           ("film", {"backbone": "none"}), ("pixel-rn", {"backbone": "none"})):
         torch.manual_seed(0)
         kind, note = PLAYER_KINDS[player], ""
         task: AnsweringTask | ObjectTransformerTask
+        started = time.perf_counter()
         if kind == "object-transformer":
-            perception_config, perception_weights = perception_source(None)
-            model = build_model(kind, start_config({}, perception_config, None), len(vocabulary), len(ANSWERS))
+            model = build_model(kind, start_config(config, perception_config, None), len(vocabulary), len(ANSWERS))
             start_weights(model, perception_weights, None, len(vocabulary))
             task = ObjectTransformerTask(model, torch.device("cpu"))
-            started = time.perf_counter()
             task.detections(part)  # once per trial in the study, before the first step
             note = f", detections {len(part.images) / (time.perf_counter() - started):.0f} images/s"
         else:
-            model = build_model(kind, {}, len(vocabulary), len(ANSWERS))
+            model = build_model(kind, config, len(vocabulary), len(ANSWERS))
+            if model.backbone is not None:
+                model.backbone.load_perception(perception_weights)
             task = AnsweringTask(model, torch.device("cpu"))
+            if task.cached:
+                task.image_features(part)  # once per trial in the study, before the first step
+                note = f", features {len(part.images) / (time.perf_counter() - started):.0f} images/s"
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         model.train()
         generator = torch.Generator().manual_seed(0)
@@ -77,7 +88,8 @@ def run(data: str, threads: int = 1) -> list[str]:
         started = time.perf_counter()
         task.evaluate(part, limit=EVALUATED)
         answered = min(EVALUATED, len(part)) / (time.perf_counter() - started)
-        lines.append(f"{player}: {sum(p.numel() for p in model.parameters()):,} parameters, "
+        lines.append(f"{player} {json.dumps(config)}: {sum(p.numel() for p in model.parameters()):,} parameters "
+                     f"({sum(p.numel() for p in model.parameters() if p.requires_grad):,} trained), "
                      f"{statistics.median(seconds[WARM_STEPS:]):.3f} s/step (batch {BATCH}), "
                      f"evaluation {answered:.0f} questions/s{note}")
     return lines
@@ -88,7 +100,7 @@ def main() -> None:
     parser.add_argument("--data", default="runs/exhaustive/2-one", help="a `clevr-game exhaustive` folder")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
-    print(f"{args.data}, every other scene, default configs, {args.threads} thread(s)")
+    print(f"{args.data}, every other scene, {args.threads} thread(s)")
     for line in run(args.data, args.threads):
         print(line)
 

@@ -14,6 +14,7 @@ import torch
 from benchmarks.examples_study import (
     RESULTS_FILE,
     StudyOptions,
+    _check_models,
     budget_bound,
     load_dataset,
     questions_of,
@@ -110,12 +111,26 @@ def test_the_neuro_symbolic_player_is_refused_in_one_line(folder, tmp_path, caps
     assert not (tmp_path / "r").exists()
 
 
-def test_the_object_transformer_needs_its_perceptions_images(folder, tmp_path, capsys):
-    status = main(["study", "examples", "--data", folder, "--players", "object-transformer", "--image-size", "64x48",
+@pytest.mark.parametrize("player", ["object-transformer", "film", "pixel-rn"])
+def test_the_players_reading_the_perception_need_its_images(folder, tmp_path, capsys, player):
+    status = main(["study", "examples", "--data", folder, "--players", player, "--image-size", "64x48",
                    "--out", str(tmp_path / "r")])
     assert status == 2 and capsys.readouterr().err.strip() == (
-        "clevr-game: error: --players object-transformer: its perception (shipped neuro-symbolic.pt) reads "
+        f"clevr-game: error: --players {player}: its perception (shipped neuro-symbolic.pt) reads "
         "fast-128x96 images, not fast-64x48 (--preset, --image-size)")
+    assert not (tmp_path / "r").exists()
+
+
+def test_film_and_pixel_rn_read_the_perception_unless_their_config_says_otherwise(folder, tmp_path):
+    options = StudyOptions(data=[folder], players=["film", "pixel-rn", "object-transformer"], fractions=[0.5],
+                           trials=1, out=str(tmp_path), pixel_config={"film": {"width": 8}})
+    assert options.settings("film")["model_config"] == {"backbone": "perception", "width": 8}
+    assert options.settings("pixel-rn")["model_config"] == {"backbone": "perception"}
+    assert options.settings("object-transformer")["model_config"] == {}
+    pixels = StudyOptions(data=[folder], players=["film"], fractions=[0.5], trials=1, out=str(tmp_path),
+                          image_width=64, image_height=48, pixel_config={"film": {"backbone": "none"}})
+    assert pixels.settings("film")["model_config"] == {"backbone": "none"}
+    _check_models(pixels)  # learning from pixels, film takes any image size
 
 
 def test_a_pixel_config_is_keyed_by_a_chosen_pixel_player(folder, tmp_path):
@@ -272,7 +287,8 @@ def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp
         assert record["unseen_questions"] == 4 * record["unseen_scenes"]
         assert 0.0 <= record["accuracy"] <= 1.0 and 0 < record["steps"] <= 20
     assert film["train_scenes"] == state["train_scenes"]  # the same split for every player
-    assert film["settings"] == {**state["settings"], "model_config": TINY_FILM, "preset": "fast",
+    assert film["settings"] == {**state["settings"], "model_config": {"backbone": "perception", **TINY_FILM},
+                                "preset": "fast",
                                 "image_width": 128, "image_height": 96}
     assert state["settings"]["model_config"] == TINY and "preset" not in state["settings"]
     assert "| 2-one-few | film | 0.5 |" in (out / "report.md").read_text()
@@ -291,7 +307,8 @@ def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp
 
     with pytest.raises(InputError, match="recorded with image_height=96, not 48"):
         run_study(StudyOptions(data=[few], players=["film"], fractions=[0.5], trials=1, out=str(out), steps=20,
-                               eval_every=10, batch_size=16, model_config=TINY, pixel_config={"film": TINY_FILM},
+                               eval_every=10, batch_size=16, model_config=TINY,
+                               pixel_config={"film": {**TINY_FILM, "backbone": "none"}},
                                image_width=64, image_height=48), log=lambda line: None)
 
 
