@@ -347,6 +347,8 @@ def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial:
     )
 
     started = time.monotonic()
+    if player == "object-transformer":
+        _remember_detections(dataset, options)
     split = split_scenes(dataset.scenes, fraction, trial, options.seed, options.validation_share,
                          options.max_validation_scenes)
     # Each part holds copies of its own images only: the object-transformer perceives every image of a part.
@@ -375,6 +377,30 @@ def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial:
     shutil.rmtree(run_dir, ignore_errors=True)
     return _record(dataset, player, fraction, trial, split, train_questions, len(unseen), scores, result.step,
                    result.curve, started, options)
+
+
+def _remember_detections(dataset: LoadedDataset, options: StudyOptions) -> None:
+    """The frozen perception's detections of every image of the dataset, once per process: each trial's parts
+    slice them instead of detecting their images again (the same detections up to float rounding: see
+    `ObjectTransformerTask.detections`). A trial whose perception or slot count differs detects its own."""
+    import torch
+
+    from players.pixel.checkpoint import build_model
+    from players.pixel.object_training import (
+        ObjectTransformerTask,
+        perception_source,
+        start_config,
+        start_weights,
+    )
+    from players.state.features import ANSWERS
+
+    perception_config, perception_weights = perception_source(None)  # what a fresh trial's trainer copies
+    config = start_config(options.pixel_model_config("object-transformer"), perception_config, None)
+    model = build_model("object-transformer", config, len(dataset.vocabulary), len(ANSWERS))
+    start_weights(model, perception_weights, None, len(dataset.vocabulary))
+    task = ObjectTransformerTask(model, torch.device("cpu"))
+    if task.key not in dataset.pixels.detections:
+        task.remember_detections(dataset.pixels)
 
 
 def _record(dataset: LoadedDataset, player: str, fraction: float, trial: int, split: SceneSplit,

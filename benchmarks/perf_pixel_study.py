@@ -11,7 +11,11 @@ perception reads each image once per trial (features, or the
 object-transformer's detections); that rate is shown too. These are the
 per-step and per-question costs of docs/exhaustive.md's time estimate.
 
-Run: python -m benchmarks.perf_pixel_study [--data runs/exhaustive/2-one] [--threads 1]
+Its last line is the object-transformer's trial set-up: its three parts'
+detections, detected part by part against sliced from the dataset's
+(`--detections-only` prints that line alone).
+
+Run: python -m benchmarks.perf_pixel_study [--data runs/exhaustive/2-one] [--threads 1] [--detections-only]
 """
 
 from __future__ import annotations
@@ -95,14 +99,64 @@ def run(data: str, threads: int = 1) -> list[str]:
     return lines
 
 
+def trial_detections(data: str, threads: int = 1) -> str:
+    """The object-transformer's detections for one trial's three parts (fraction 0.25): detected part by part
+    (each trial did so before session 7) against sliced from the dataset's, detected once per process."""
+    from benchmarks.examples_study import split_scenes
+    from clevr_game.text import default_word_vocabulary
+    from players.pixel.checkpoint import build_model
+    from players.pixel.data import load_pixel_data, select_scenes
+    from players.pixel.images import ImageSpec
+    from players.pixel.object_training import (
+        ObjectTransformerTask,
+        perception_source,
+        start_config,
+        start_weights,
+    )
+    from players.state.features import ANSWERS
+
+    torch.set_num_threads(threads)
+    pixels, vocabulary = load_pixel_data(data, default_word_vocabulary(), list(ANSWERS), ImageSpec(),
+                                         extend_vocabulary=True, progress=True)
+    perception_config, perception_weights = perception_source(None)
+
+    def fresh_task() -> ObjectTransformerTask:
+        model = build_model("object-transformer", start_config({}, perception_config, None), len(vocabulary),
+                            len(ANSWERS))
+        start_weights(model, perception_weights, None, len(vocabulary))
+        return ObjectTransformerTask(model, torch.device("cpu"))
+
+    split = split_scenes(np.arange(len(pixels.images)), 0.25, 0, 0, 0.1, 500)
+    started = time.perf_counter()
+    task = fresh_task()
+    for rows in (split.train, split.validation, split.test):
+        task.detections(select_scenes(pixels, rows))
+    per_part = time.perf_counter() - started
+    started = time.perf_counter()
+    fresh_task().remember_detections(pixels)
+    once = time.perf_counter() - started
+    started = time.perf_counter()
+    task = fresh_task()
+    for rows in (split.train, split.validation, split.test):
+        task.detections(select_scenes(pixels, rows))
+    sliced = time.perf_counter() - started
+    return (f"object-transformer trial set-up, {len(pixels.images)} images: detecting its parts {per_part:.1f} s, "
+            f"slicing the dataset's detections {sliced:.2f} s ({per_part / sliced:.0f}x; detected once per dataset "
+            f"in {once:.1f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="runs/exhaustive/2-one", help="a `clevr-game exhaustive` folder")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--detections-only", action="store_true",
+                        help="only the object-transformer's trial set-up: its parts detected, or sliced")
     args = parser.parse_args()
-    print(f"{args.data}, every other scene, {args.threads} thread(s)")
-    for line in run(args.data, args.threads):
-        print(line)
+    if not args.detections_only:
+        print(f"{args.data}, every other scene, {args.threads} thread(s)")
+        for line in run(args.data, args.threads):
+            print(line)
+    print(trial_detections(args.data, args.threads))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ from benchmarks.examples_study import (
     RESULTS_FILE,
     StudyOptions,
     _check_models,
+    _remember_detections,
     budget_bound,
     load_dataset,
     questions_of,
     read_records,
     run_study,
+    run_trial,
     split_scenes,
     write_report,
 )
@@ -27,8 +29,16 @@ from clevr_game.cli import main
 from clevr_game.errors import InputError
 from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
 from clevr_game.text import default_word_vocabulary
+from players.pixel.checkpoint import build_model as build_pixel_model
 from players.pixel.data import load_pixel_data, select_scenes
 from players.pixel.images import STACK_FILE, ImageSpec, image_folder
+from players.pixel.object_training import (
+    ObjectTransformerTask,
+    perception_source,
+    start_config,
+    start_weights,
+)
+from players.pixel.object_transformer import ObjectTransformerNetwork
 from players.pixel.training import PixelTrainingOptions, PreparedPixelData, train_pixel
 from players.state.features import ANSWERS
 from players.state.models import build_model
@@ -157,6 +167,56 @@ def test_selected_scenes_keep_their_images_and_all_their_questions(few_pixels):
     assert len(part) == sum(int((data.questions.scene_of == int(r)).sum()) for r in rows)
     with pytest.raises(ValueError, match="distinct"):
         select_scenes(data, np.array([3, 3]))
+
+
+def test_a_datasets_detections_are_sliced_into_its_parts_as_they_would_be_detected(few_pixels, tmp_path):
+    few, _, _ = few_pixels
+    dataset = load_dataset(few, ImageSpec(), log=lambda line: None)
+    options = StudyOptions(data=[few], players=["object-transformer"], fractions=[0.5], trials=1, out=str(tmp_path),
+                           pixel_config={"object-transformer": TINY_OBJECT_TRANSFORMER})
+    _remember_detections(dataset, options)
+    (key, whole), = dataset.pixels.detections.items()
+    rows = np.array([17, 3, 25, 4, 11, 29, 0, 8])
+    part = select_scenes(dataset.pixels, rows)
+    assert set(part.detections) == {key}
+
+    def task_for(config: dict) -> ObjectTransformerTask:
+        perception_config, perception_weights = perception_source(None)
+        model = build_pixel_model("object-transformer", start_config(config, perception_config, None),
+                                  len(dataset.vocabulary), len(ANSWERS))
+        start_weights(model, perception_weights, None, len(dataset.vocabulary))
+        return ObjectTransformerTask(model, torch.device("cpu"), detect_batch=3)  # other batches than the whole's
+
+    assert task_for(TINY_OBJECT_TRANSFORMER).key == key
+    bare = select_scenes(dataset.pixels, rows)
+    bare.detections.clear()
+    detected = task_for(TINY_OBJECT_TRANSFORMER).detections(bare)
+    for sliced, own, full in zip(part.detections[key], detected, whole, strict=True):
+        assert torch.equal(sliced, full[torch.as_tensor(rows)])
+        # Batches under 64 images take other kernels: the same detections up to float rounding.
+        torch.testing.assert_close(sliced, own, rtol=0.0, atol=1e-6)
+    fewer = task_for({**TINY_OBJECT_TRANSFORMER, "slots": 4})
+    assert fewer.key != key and fewer.detections(part).scores.shape == (len(rows), 4)  # not the cached ten
+
+
+def test_object_transformer_trials_detect_each_image_of_a_dataset_once(few_pixels, tmp_path, monkeypatch):
+    few, _, _ = few_pixels
+    detected: list[int] = []
+    original = ObjectTransformerNetwork.detect
+
+    def counting(self, images):
+        detected.append(len(images))
+        return original(self, images)
+
+    monkeypatch.setattr(ObjectTransformerNetwork, "detect", counting)
+    dataset = load_dataset(few, ImageSpec(), log=lambda line: None)
+    options = StudyOptions(data=[few], players=["object-transformer"], fractions=[0.5], trials=2, out=str(tmp_path),
+                           steps=20, eval_every=10, batch_size=16,
+                           pixel_config={"object-transformer": TINY_OBJECT_TRANSFORMER})
+    records = [run_trial(dataset, "object-transformer", 0.5, trial, options, tmp_path / "work", None)
+               for trial in (0, 1)]
+    assert sum(detected) == FEW_SCENES  # the dataset once; neither trial's parts nor its evaluation again
+    assert all(record is not None and 0.0 <= record["accuracy"] <= 1.0 for record in records)
 
 
 def test_pixel_training_stops_after_patience_evaluations_without_gain(few_pixels, tmp_path):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,6 +35,9 @@ class PixelData:
     answers_text: list[str]  # per question, canonical
     targets: SceneTargets  # per scene: projected centres, attribute ids, presence
     program_ids: torch.Tensor | None = None  # (Q, T) int64 parser targets (neuro-symbolic only)
+    detections: dict[str, Any] = field(default_factory=dict)
+    """A frozen perception's ObjectTokens of every image, keyed by what they depend on
+    (`object_training.detections_key`): computed once for a dataset held in memory, sliced by `select_scenes`."""
 
     def __len__(self) -> int:
         return len(self.questions)
@@ -141,6 +145,7 @@ def select_scenes(data: PixelData, scene_rows: np.ndarray) -> PixelData:
         answers_text=[data.answers_text[i] for i in kept],
         targets=SceneTargets(*(t[rows] for t in data.targets)),
         program_ids=None if data.program_ids is None else data.program_ids[chosen],
+        detections={key: tokens.select(rows) for key, tokens in data.detections.items()},
     )
 
 

@@ -17,6 +17,7 @@ would on the perceived scene, and training adapts it to what perception misses.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -111,24 +112,52 @@ def start_weights(model: ObjectTransformerNetwork, perception: dict[str, torch.T
     assert not unexpected and all(name.startswith("perception.") for name in missing), (missing, unexpected)
 
 
+def detections_key(model: ObjectTransformerNetwork) -> str:
+    """What `model`'s detections of an image depend on: its frozen perception's weights and its slot count."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.perception.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return f"{digest.hexdigest()[:16]}-{model.config.slots}slots"
+
+
 class ObjectTransformerTask:
     """Cross-entropy on the answer from cached detections; the same per-family evaluation as the others."""
 
     def __init__(self, model: ObjectTransformerNetwork, device: torch.device, detect_batch: int = 128):
         self.model, self.device, self.detect_batch = model, device, detect_batch
-        self._detections: dict[int, ObjectTokens] = {}
+        self._detections: dict[int, tuple[PixelData, ObjectTokens]] = {}  # the data kept so its id stays its own
+        self._key: str | None = None
+
+    @property
+    def key(self) -> str:
+        """`detections_key` of the model, taken once: the perception does not learn."""
+        if self._key is None:
+            self._key = detections_key(self.model)
+        return self._key
 
     def detections(self, data: PixelData) -> ObjectTokens:
-        """Every image's detections, computed on first use (the perception is frozen)."""
-        key = id(data)
-        if key not in self._detections:
-            was_training = self.model.training
-            self.model.eval()
+        """Every image's detections: `data.detections`' when they are this perception's, else computed on
+        first use (the perception is frozen). An image's detections depend on its batch only by float rounding
+        (3e-7 at most, measured: batches under 64 images take other kernels)."""
+        if id(data) not in self._detections:
+            known = data.detections.get(self.key)
+            self._detections[id(data)] = (data, known.to(self.device) if known is not None else self._detect(data))
+        return self._detections[id(data)][1]
+
+    def remember_detections(self, data: PixelData) -> None:
+        """Keep every image's detections in `data.detections`, for the parts `select_scenes` cuts from it."""
+        data.detections[self.key] = self.detections(data)
+
+    def _detect(self, data: PixelData) -> ObjectTokens:
+        was_training = self.model.training
+        self.model.eval()
+        # Ordinary tensors even when first asked for during an evaluation: training steps read them too.
+        with torch.inference_mode(False), torch.no_grad():
             parts = [self.model.detect(data.images[start : start + self.detect_batch].to(self.device))
                      for start in range(0, len(data.images), self.detect_batch)]
-            self.model.train(was_training)
-            self._detections[key] = ObjectTokens(*(torch.cat(columns) for columns in zip(*parts, strict=True)))
-        return self._detections[key]
+        self.model.train(was_training)
+        return ObjectTokens(*(torch.cat(columns) for columns in zip(*parts, strict=True)))
 
     def _logits(self, data: PixelData, indices: torch.Tensor) -> torch.Tensor:
         tokens = self.detections(data).select(data.questions.scene_of[indices].to(self.device))
