@@ -380,7 +380,7 @@ def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial:
 
 
 def _remember_detections(dataset: LoadedDataset, options: StudyOptions) -> None:
-    """The frozen perception's detections of every image of the dataset, once per process: each trial's parts
+    """The frozen perception's detections of every image of the dataset, once per loaded dataset: each trial's parts
     slice them instead of detecting their images again (the same detections up to float rounding: see
     `ObjectTransformerTask.detections`). A trial whose perception or slot count differs detects its own."""
     import torch

@@ -101,7 +101,7 @@ def run(data: str, threads: int = 1) -> list[str]:
 
 def trial_detections(data: str, threads: int = 1) -> str:
     """The object-transformer's detections for one trial's three parts (fraction 0.25): detected part by part
-    (each trial did so before session 7) against sliced from the dataset's, detected once per process."""
+    (each trial did so before session 7) against sliced from the dataset's, detected once per dataset load."""
     from benchmarks.examples_study import split_scenes
     from clevr_game.text import default_word_vocabulary
     from players.pixel.checkpoint import build_model
