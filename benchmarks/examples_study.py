@@ -385,19 +385,10 @@ def _remember_detections(dataset: LoadedDataset, options: StudyOptions) -> None:
     `ObjectTransformerTask.detections`). A trial whose perception or slot count differs detects its own."""
     import torch
 
-    from players.pixel.checkpoint import build_model
-    from players.pixel.object_training import (
-        ObjectTransformerTask,
-        perception_source,
-        start_config,
-        start_weights,
-    )
-    from players.state.features import ANSWERS
+    from players.pixel.object_training import ObjectTransformerTask, fresh_network
 
-    perception_config, perception_weights = perception_source(None)  # what a fresh trial's trainer copies
-    config = start_config(options.pixel_model_config("object-transformer"), perception_config, None)
-    model = build_model("object-transformer", config, len(dataset.vocabulary), len(ANSWERS))
-    start_weights(model, perception_weights, None, len(dataset.vocabulary))
+    # What a fresh trial's trainer builds: the same perception and slot count, so the same key.
+    model = fresh_network(options.pixel_model_config("object-transformer"), len(dataset.vocabulary))
     task = ObjectTransformerTask(model, torch.device("cpu"))
     if task.key not in dataset.pixels.detections:
         task.remember_detections(dataset.pixels)

@@ -24,6 +24,7 @@ import argparse
 import json
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,24 +39,19 @@ EVALUATED = 2048
 def run(data: str, threads: int = 1) -> list[str]:
     """One line per player: parameters, seconds per step, questions per second (and detections per second)."""
     from benchmarks.examples_study import PIXEL_PLAYERS, STUDY_PIXEL_CONFIGS
-    from clevr_game.text import default_word_vocabulary
     from players.pixel.checkpoint import PLAYER_KINDS, build_model
-    from players.pixel.data import load_pixel_data, select_scenes
-    from players.pixel.images import ImageSpec
+    from players.pixel.data import select_scenes
     from players.pixel.object_training import (
         ObjectTransformerTask,
+        fresh_network,
         perception_source,
-        start_config,
-        start_weights,
     )
     from players.pixel.training import AnsweringTask
     from players.state.features import ANSWERS
 
-    torch.set_num_threads(threads)
-    pixels, vocabulary = load_pixel_data(data, default_word_vocabulary(), list(ANSWERS), ImageSpec(),
-                                         extend_vocabulary=True, progress=True)
+    pixels, vocabulary = _load(data, threads)
     part = select_scenes(pixels, np.arange(0, len(pixels.images), 2))
-    perception_config, perception_weights = perception_source(None)
+    _, perception_weights = perception_source(None)
     lines = []
     for player, config in (*((player, STUDY_PIXEL_CONFIGS.get(player, {})) for player in PIXEL_PLAYERS),
                            ("film", {"backbone": "none"}), ("pixel-rn", {"backbone": "none"})):
@@ -64,8 +60,7 @@ def run(data: str, threads: int = 1) -> list[str]:
         task: AnsweringTask | ObjectTransformerTask
         started = time.perf_counter()
         if kind == "object-transformer":
-            model = build_model(kind, start_config(config, perception_config, None), len(vocabulary), len(ANSWERS))
-            start_weights(model, perception_weights, None, len(vocabulary))
+            model = fresh_network(config, len(vocabulary))
             task = ObjectTransformerTask(model, torch.device("cpu"))
             task.detections(part)  # once per trial in the study, before the first step
             note = f", detections {len(part.images) / (time.perf_counter() - started):.0f} images/s"
@@ -99,32 +94,29 @@ def run(data: str, threads: int = 1) -> list[str]:
     return lines
 
 
+def _load(data: str, threads: int) -> tuple[Any, Any]:
+    """(PixelData, vocabulary) of the dataset at the default image spec, rendered first when missing."""
+    from clevr_game.text import default_word_vocabulary
+    from players.pixel.data import load_pixel_data
+    from players.pixel.images import ImageSpec
+    from players.state.features import ANSWERS
+
+    torch.set_num_threads(threads)
+    return load_pixel_data(data, default_word_vocabulary(), list(ANSWERS), ImageSpec(), extend_vocabulary=True,
+                           progress=True)
+
+
 def trial_detections(data: str, threads: int = 1) -> str:
     """The object-transformer's detections for one trial's three parts (fraction 0.25): detected part by part
     (each trial did so before session 7) against sliced from the dataset's, detected once per dataset load."""
     from benchmarks.examples_study import split_scenes
-    from clevr_game.text import default_word_vocabulary
-    from players.pixel.checkpoint import build_model
-    from players.pixel.data import load_pixel_data, select_scenes
-    from players.pixel.images import ImageSpec
-    from players.pixel.object_training import (
-        ObjectTransformerTask,
-        perception_source,
-        start_config,
-        start_weights,
-    )
-    from players.state.features import ANSWERS
+    from players.pixel.data import select_scenes
+    from players.pixel.object_training import ObjectTransformerTask, fresh_network
 
-    torch.set_num_threads(threads)
-    pixels, vocabulary = load_pixel_data(data, default_word_vocabulary(), list(ANSWERS), ImageSpec(),
-                                         extend_vocabulary=True, progress=True)
-    perception_config, perception_weights = perception_source(None)
+    pixels, vocabulary = _load(data, threads)
 
     def fresh_task() -> ObjectTransformerTask:
-        model = build_model("object-transformer", start_config({}, perception_config, None), len(vocabulary),
-                            len(ANSWERS))
-        start_weights(model, perception_weights, None, len(vocabulary))
-        return ObjectTransformerTask(model, torch.device("cpu"))
+        return ObjectTransformerTask(fresh_network({}, len(vocabulary)), torch.device("cpu"))
 
     split = split_scenes(np.arange(len(pixels.images)), 0.25, 0, 0, 0.1, 500)
     started = time.perf_counter()

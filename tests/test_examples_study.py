@@ -29,15 +29,9 @@ from clevr_game.cli import main
 from clevr_game.errors import InputError
 from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
 from clevr_game.text import default_word_vocabulary
-from players.pixel.checkpoint import build_model as build_pixel_model
 from players.pixel.data import load_pixel_data, select_scenes
 from players.pixel.images import STACK_FILE, ImageSpec, image_folder
-from players.pixel.object_training import (
-    ObjectTransformerTask,
-    perception_source,
-    start_config,
-    start_weights,
-)
+from players.pixel.object_training import ObjectTransformerTask, fresh_network
 from players.pixel.object_transformer import ObjectTransformerNetwork
 from players.pixel.training import PixelTrainingOptions, PreparedPixelData, train_pixel
 from players.state.features import ANSWERS
@@ -181,11 +175,8 @@ def test_a_datasets_detections_are_sliced_into_its_parts_as_they_would_be_detect
     assert set(part.detections) == {key}
 
     def task_for(config: dict) -> ObjectTransformerTask:
-        perception_config, perception_weights = perception_source(None)
-        model = build_pixel_model("object-transformer", start_config(config, perception_config, None),
-                                  len(dataset.vocabulary), len(ANSWERS))
-        start_weights(model, perception_weights, None, len(dataset.vocabulary))
-        return ObjectTransformerTask(model, torch.device("cpu"), detect_batch=3)  # other batches than the whole's
+        return ObjectTransformerTask(fresh_network(config, len(dataset.vocabulary)), torch.device("cpu"),
+                                     detect_batch=3)  # other batches than the whole's
 
     assert task_for(TINY_OBJECT_TRANSFORMER).key == key
     bare = select_scenes(dataset.pixels, rows)

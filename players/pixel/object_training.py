@@ -36,7 +36,7 @@ from players.pixel.object_transformer import (
 from players.pixel.perception import PERCEIVED_VOCABULARY
 from players.state.checkpoint import PlayerFile, shipped_path
 from players.state.checkpoint import load_player_file as load_state_player_file
-from players.state.features import MAX_OBJECTS
+from players.state.features import ANSWERS, MAX_OBJECTS
 from players.state.training import FamilyScores, with_new_words
 
 DEFAULT_PERCEPTION_FILE = "neuro-symbolic.pt"
@@ -110,6 +110,18 @@ def start_weights(model: ObjectTransformerNetwork, perception: dict[str, torch.T
     missing, unexpected = model.load_state_dict(reasoning_weights(model, initial.state_dict, vocabulary_size),
                                                 strict=False)
     assert not unexpected and all(name.startswith("perception.") for name in missing), (missing, unexpected)
+
+
+def fresh_network(model_config: dict[str, Any], vocabulary_size: int) -> ObjectTransformerNetwork:
+    """An object-transformer as a fresh run without --init starts it: random reasoning weights and the shipped
+    neuro-symbolic perception, frozen."""
+    from players.pixel.checkpoint import build_model
+
+    perception_config, perception_weights = perception_source(None)
+    model = build_model("object-transformer", start_config(model_config, perception_config, None), vocabulary_size,
+                        len(ANSWERS))
+    start_weights(model, perception_weights, None, vocabulary_size)
+    return model
 
 
 def detections_key(model: ObjectTransformerNetwork) -> str:
