@@ -38,7 +38,8 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from clevr_game.atomic import atomic_path, write_text_atomic
-from clevr_game.errors import InputError
+from clevr_game.errors import InputError, RunFailed
 
 if TYPE_CHECKING:
     from players.pixel.images import ImageSpec
@@ -523,13 +524,16 @@ def _pending_records(pending: list[Planned], options: StudyOptions, work: Path, 
             return
         # spawn: a forked child of a process that imported torch can hang.
         with ProcessPoolExecutor(options.workers, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(run_planned, planned, options, work, deadline) for planned in pending]
+            futures = {pool.submit(run_planned, planned, options, work, deadline): planned for planned in pending}
             failure: BaseException | None = None
             for future in as_completed(futures):
                 if future.cancelled():
                     continue
                 try:
                     record = future.result()
+                except BrokenProcessPool:
+                    failure = failure or _worker_died(futures)
+                    continue
                 except Exception as exc:
                     # Stop as one process would, but keep the trials already running: their records are kept.
                     if failure is None:
@@ -542,6 +546,16 @@ def _pending_records(pending: list[Planned], options: StudyOptions, work: Path, 
                 raise failure
     finally:
         _loaded = None
+
+
+def _worker_died(futures: dict[Future, Planned]) -> RunFailed:
+    """The one-line error of a pool whose worker was killed (the system's out-of-memory killer, most often)."""
+    broken = [planned for future, planned in futures.items()
+              if future.done() and not future.cancelled() and isinstance(future.exception(), BrokenProcessPool)]
+    folder, player, fraction, trial = broken[0] if broken else next(iter(futures.values()))
+    return RunFailed(f"{dataset_name(folder)} {player} fraction {fraction:g} trial {trial}: a study worker process "
+                     "died running it or a trial beside it (killed from outside, most likely for memory: see dmesg); "
+                     "the finished trials are recorded: rerun with --workers 1 to continue")
 
 
 def _check_models(options: StudyOptions) -> None:

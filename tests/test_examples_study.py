@@ -5,6 +5,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +34,20 @@ from clevr_game.cli import main
 from clevr_game.errors import InputError
 from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
 from clevr_game.text import default_word_vocabulary
+from players.pixel.checkpoint import build_model as build_pixel_model
+from players.pixel.checkpoint import load_player_file
 from players.pixel.data import load_pixel_data, select_scenes
 from players.pixel.images import STACK_FILE, ImageSpec, image_folder
 from players.pixel.object_training import ObjectTransformerTask, fresh_network
-from players.pixel.object_transformer import ObjectTransformerNetwork
-from players.pixel.training import PixelTrainingOptions, PreparedPixelData, train_pixel
+from players.pixel.object_transformer import ObjectTransformerNetwork, perception_state
+from players.pixel.training import (
+    DEFAULT_PERCEPTION_FILE,
+    AnsweringTask,
+    PixelTrainingOptions,
+    PreparedPixelData,
+    train_pixel,
+)
+from players.state.checkpoint import shipped_path
 from players.state.features import ANSWERS
 from players.state.models import build_model
 from players.state.training import EarlyStopping, PreparedData, TrainingOptions, train
@@ -210,6 +224,26 @@ def test_object_transformer_trials_detect_each_image_of_a_dataset_once(few_pixel
     assert all(record is not None and 0.0 <= record["accuracy"] <= 1.0 for record in records)
 
 
+def test_a_large_unseen_part_is_evaluated_in_chunks_with_the_cached_features_answers(few_pixels):
+    _, data, vocabulary = few_pixels
+    model = build_pixel_model("film", {**TINY_FILM, "backbone": "perception"}, len(vocabulary), len(ANSWERS)).eval()
+    model.backbone.load_perception(perception_state(load_player_file(shipped_path(DEFAULT_PERCEPTION_FILE)).state_dict))
+    cached = AnsweringTask(model, torch.device("cpu"), cache_batch=4)
+    with torch.inference_mode():
+        expected = cached.logits(data, torch.arange(len(data)))
+    streaming = AnsweringTask(model, torch.device("cpu"), cache_batch=4, cache_limit=16)  # chunks of 4 scenes
+    with torch.inference_mode():
+        parts = list(streaming.streamed_logits(data, len(data), batch_size=7))
+    asked = torch.cat([indices for indices, _ in parts])
+    assert sorted(asked.tolist()) == list(range(len(data)))  # every question once
+    assert len(parts) > len(data.images) // 4  # chunked by scene, not one pass
+    streamed = torch.empty_like(expected)
+    streamed[asked] = torch.cat([logits for _, logits in parts])
+    torch.testing.assert_close(streamed, expected, rtol=1e-4, atol=1e-5)
+    assert streaming.evaluate(data)[0].accuracy == cached.evaluate(data)[0].accuracy
+    assert not streaming._features  # nothing kept: a large part's features are freed chunk by chunk
+
+
 def test_pixel_training_stops_after_patience_evaluations_without_gain(few_pixels, tmp_path):
     # A zero learning rate never improves the first evaluation (the frozen perception's detections and a
     # dropout-free transformer: the same answers every time): evaluations at 5 (best), 10, 15 -> stop.
@@ -316,6 +350,30 @@ def test_a_failing_trial_stops_the_study_and_keeps_the_finished_ones(folder, tmp
     recorded = read_records(tmp_path / "r")
     assert "2-one__state-transformer__f0.5__t0" in recorded  # finished beside the failure: kept
     assert not any("f0.0001" in key for key in recorded)
+
+
+def test_a_killed_worker_is_one_line_and_the_finished_trials_stay_recorded(folder, tmp_path, capsys):
+    out = tmp_path / "r"
+    command = ["study", "examples", "--data", folder, "--players", "state-transformer", "--fractions", "0.05,0.5",
+               "--trials", "3", "--out", str(out), "--steps", "400", "--eval-every", "10", "--batch-size", "32",
+               "--patience", "1000", "--config", json.dumps(TINY), "--workers", "2"]
+    status: list[int] = []
+    study = threading.Thread(target=lambda: status.append(main(command)))
+    study.start()
+    deadline = time.monotonic() + 120
+    while not multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(3)  # a trial under way: its worker has loaded the dataset
+    victim = multiprocessing.active_children()[0]
+    os.kill(victim.pid, signal.SIGKILL)  # what the system's out-of-memory killer does
+    study.join(timeout=300)
+    assert status == [1]
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "a study worker process died" in error[0] and "--workers 1" in error[0]
+    assert error[0].startswith("clevr-game: error: 2-one state-transformer fraction ")
+    recorded = read_records(out)  # whatever finished is intact and a rerun takes the rest
+    assert main([*command[:-1], "1"]) == 0
+    assert set(recorded) < set(read_records(out)) and len(read_records(out)) == 6
 
 
 def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
