@@ -692,9 +692,12 @@ def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path
                  "| dataset | player | smallest fraction | scenes trained on | trials per fraction |",
                  "|---|---|---|---|---|"]
         bound = budget_bound(records)
+        top = max(p.fraction for points in lines.values() for p in points)
         for (dataset, player), points in lines.items():
             reached = smallest_fraction(points)
             shown = "not reached" if reached is None else f"{reached:g}"
+            if reached is None and points[-1].fraction < top:  # a study under way: its larger shares are to come
+                shown += f" up to {points[-1].fraction:g} (no trials above it yet)"
             below = [p for p in points if p.mean < TARGET_ACCURACY
                      and (reached is None or p.fraction < reached) and bound[(dataset, player, p.fraction)]]
             if below:

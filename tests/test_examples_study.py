@@ -471,3 +471,11 @@ def test_the_report_flags_fractions_whose_trials_ran_out_of_steps(tmp_path):
     assert "| d | state-transformer | 0.9 (budget-bound below it: 0.1) | 900 | 1 |" in report
     assert "| d | state-transformer | 0.1 | 0.9000 [0.9000, 0.9000] | 1 | 1 |" in report
     assert "| d | state-transformer | 0.5 | 0.9500 [0.9500, 0.9500] | 1 | 0 |" in report
+
+
+def test_a_line_not_yet_measured_at_the_larger_shares_is_not_called_short(tmp_path):
+    late = {**_record(0.1, 0.95, stopped_early=True), "dataset": "e"}  # only its smallest share so far
+    report = write_report(tmp_path, [_record(0.1, 0.95, stopped_early=True), _record(0.9, 0.98, stopped_early=True),
+                                     late], "").read_text()
+    assert "| d | state-transformer | not reached |  | 1 |" in report  # measured throughout: short
+    assert "| e | state-transformer | not reached up to 0.1 (no trials above it yet) |  | 1 |" in report
