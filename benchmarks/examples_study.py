@@ -646,15 +646,22 @@ def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_share, by_scenes) = plt.subplots(1, 2, figsize=(11.0, 4.2), sharey=True)
+    # A colour per dataset and a line style per player: eleven or more lines would repeat the colour cycle.
+    datasets = sorted({dataset for dataset, _ in lines})
+    players = sorted({player for _, player in lines})
+    colours = plt.get_cmap("tab10" if len(datasets) <= 10 else "tab20")
+    styles = ["-", "--", ":", "-."]
     for (dataset, player), points in lines.items():
+        look = {"color": colours(datasets.index(dataset)), "linestyle": styles[players.index(player) % len(styles)]}
         mean = np.array([p.mean for p in points])
         low, high = np.array([p.low for p in points]), np.array([p.high for p in points])
         # One (2, N) array: a list of two arrays makes matplotlib convert 1-element arrays to scalars (deprecated).
         whiskers = np.vstack([mean - low, high - mean])
         label = f"{dataset} ({player})"
-        line = by_share.errorbar([p.fraction for p in points], mean, yerr=whiskers, marker="o", capsize=3, label=label)
-        by_scenes.errorbar([p.scenes for p in points], mean, yerr=whiskers, marker="o", capsize=3,
-                           color=line[0].get_color(), label=label)
+        by_share.errorbar([p.fraction for p in points], mean, yerr=whiskers, marker="o", capsize=3, label=label,
+                          **look)
+        by_scenes.errorbar([p.scenes for p in points], mean, yerr=whiskers, marker="o", capsize=3, label=label,
+                           **look)
     for ax in (by_share, by_scenes):
         ax.axhline(TARGET_ACCURACY, color="gray", linestyle=":", linewidth=1)
         ax.grid(alpha=0.3)
