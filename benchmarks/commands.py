@@ -244,7 +244,7 @@ def _cmd_study_examples(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate, eval_every=args.eval_every, patience=args.patience, model_config=config,
         seed=args.seed, threads=args.threads, workers=args.workers, command=shlex.join(command), preset=args.preset,
         image_width=width, image_height=height, render_workers=args.render_workers, pixel_config=pixel_config,
-        report_only=args.report_only,
+        report_only=args.report_only, merge_from=args.merge_from.split(",") if args.merge_from else [],
     ))
     print(f"trials: {outcome.recorded} of {outcome.planned} recorded; report: {outcome.report}")
     return 0
@@ -292,4 +292,7 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
                         "\"perception\"}', as the shipped players do)")
     p.add_argument("--report-only", action="store_true",
                    help="run no trial: rewrite the report and figure from the recorded trials")
+    p.add_argument("--merge-from", default=None,
+                   help="comma-separated results folders of other runs of this study (say, other --data on "
+                        "another machine): their trials are added to --out's first")
     p.set_defaults(handler=_cmd_study_examples)

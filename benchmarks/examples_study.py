@@ -26,6 +26,12 @@ trials; RESULTS/report.md has the table and the smallest fraction whose mean
 unseen accuracy reaches 99%.
 `--max-minutes` bounds the whole run: the trial cut by the limit is not
 recorded, and the same command continues later.
+
+A trial's record does not depend on the process that ran it (only `seconds`
+does), so one study can be shared out: several processes or machines run the
+same command with different `--data` into their own folders, and
+`--merge-from FOLDER` adds their records to RESULTS (refusing other settings,
+or a trial recorded twice with different results).
 """
 
 from __future__ import annotations
@@ -133,6 +139,8 @@ class StudyOptions:
     """Model config per pixel player (`{"film": {"width": 32}}`), laid over STUDY_PIXEL_CONFIGS."""
     report_only: bool = False
     """Run no trial: rewrite the report and figure from the recorded trials."""
+    merge_from: list[str] = field(default_factory=list)
+    """Results folders of other runs of this study whose records are added to `out`'s first."""
 
     def __post_init__(self) -> None:
         supported = (*STATE_PLAYERS, *PIXEL_PLAYERS)
@@ -253,6 +261,37 @@ def _check_settings(records: dict[str, dict[str, Any]], options: StudyOptions, o
             if key in wanted and wanted[key] != value:
                 raise InputError(f"{out / RESULTS_FILE}: recorded with {key}={value!r}, not {wanted[key]!r} "
                                  "(a study continues with its own settings; use another --out)")
+
+
+_RUN_FIELDS = ("seconds", "data")
+"""What may differ between two runs of the same trial: its time and where its dataset folder lay."""
+
+
+def merge_records(records: dict[str, dict[str, Any]], folder: str | os.PathLike[str],
+                  options: StudyOptions) -> int:
+    """Add `folder`'s recorded trials (another run of this study) to `records`; the number added.
+
+    A trial recorded on both sides must agree in everything but `_RUN_FIELDS`: a
+    difference means the two runs did not train the same thing.
+    """
+    folder = Path(folder)
+    if not (folder / RESULTS_FILE).is_file():
+        raise InputError(f"--merge-from {folder}: no {RESULTS_FILE} there")
+    theirs = read_records(folder)
+    _check_settings(theirs, options, folder)
+    added = 0
+    for key, record in theirs.items():
+        ours = records.get(key)
+        if ours is None:
+            records[key] = record
+            added += 1
+            continue
+        differing = sorted(name for name in ours.keys() | record.keys()
+                           if name not in _RUN_FIELDS and ours.get(name) != record.get(name))
+        if differing:
+            raise InputError(f"--merge-from {folder / RESULTS_FILE}: trial {key} is recorded there with another "
+                             f"{', '.join(differing)} than in {options.out} (not the same study)")
+    return added
 
 
 # ------------------------------------------------------------------ one trial
@@ -442,6 +481,13 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     out.mkdir(parents=True, exist_ok=True)
     records = read_records(out)
     _check_settings(records, options, out)
+    merged = 0
+    for folder in options.merge_from:
+        added = merge_records(records, folder, options)
+        log(f"merged {added} trials from {folder}")
+        merged += added
+    if merged:
+        write_records(out, records)
     torch.set_num_threads(options.threads)
     planned = [(folder, player, fraction, trial) for trial in range(options.trials) for folder in options.data
                for player in options.players for fraction in options.fractions]

@@ -28,6 +28,7 @@ from benchmarks.examples_study import (
     run_study,
     run_trial,
     split_scenes,
+    write_records,
     write_report,
 )
 from clevr_game.cli import main
@@ -338,6 +339,49 @@ def test_workers_side_by_side_record_what_one_process_records(folder, tmp_path):
     assert len(alone) == 4 and side_by_side == alone
     assert len({record["accuracy"] for record in alone.values()}) > 1  # four different trials, not one repeated
     assert not (tmp_path / "two" / "work").exists()
+
+
+def test_a_study_shared_out_by_dataset_and_merged_records_what_one_run_records(folder, tmp_path, capsys):
+    few = few_scenes(folder, tmp_path / "2-one-few")
+    common = ["study", "examples", "--players", "state-transformer", "--fractions", "0.1,0.5", "--trials", "1",
+              "--steps", "30", "--eval-every", "10", "--batch-size", "32", "--config", json.dumps(TINY)]
+
+    def without_time(out: Path) -> dict[str, dict]:
+        return {key: {k: v for k, v in record.items() if k != "seconds"} for key, record in read_records(out).items()}
+
+    assert main([*common, "--data", f"{folder},{few}", "--out", str(tmp_path / "whole")]) == 0
+    assert main([*common, "--data", folder, "--out", str(tmp_path / "a")]) == 0
+    assert main([*common, "--data", few, "--out", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    merge = [*common, "--data", f"{folder},{few}", "--out", str(tmp_path / "a"), "--merge-from", str(tmp_path / "b")]
+    assert main([*merge, "--report-only"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"merged 2 trials from {tmp_path / 'b'}"
+    assert lines[-1] == f"trials: 4 of 4 recorded; report: {tmp_path / 'a' / 'report.md'}"
+    assert without_time(tmp_path / "a") == without_time(tmp_path / "whole")
+    assert "| 2-one-few | state-transformer | 0.5 |" in (tmp_path / "a" / "report.md").read_text()
+    assert main([*merge, "--report-only"]) == 0  # merging again adds nothing
+    assert capsys.readouterr().out.splitlines()[0] == f"merged 0 trials from {tmp_path / 'b'}"
+
+    theirs = read_records(tmp_path / "b")
+    key = "2-one-few__state-transformer__f0.5__t0"
+    theirs[key] = {**theirs[key], "accuracy": theirs[key]["accuracy"] / 2 + 0.01}
+    write_records(tmp_path / "b", theirs)
+    assert main([*merge, "--report-only"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"clevr-game: error: --merge-from {tmp_path / 'b' / RESULTS_FILE}: trial {key} is recorded there with "
+        f"another accuracy than in {tmp_path / 'a'} (not the same study)")
+
+    other = ["--data", few, "--out", str(tmp_path / "c"), "--steps", "31"]
+    assert main([*common, *other]) == 0
+    capsys.readouterr()
+    assert main([*common, "--data", folder, "--out", str(tmp_path / "d"), "--merge-from", str(tmp_path / "c")]) == 2
+    assert "recorded with steps=31, not 30" in capsys.readouterr().err
+    assert not (tmp_path / "d" / RESULTS_FILE).exists()  # refused before any trial ran
+    assert main([*common, "--data", folder, "--out", str(tmp_path / "d"), "--merge-from",
+                 str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"clevr-game: error: --merge-from {tmp_path / 'nowhere'}: no {RESULTS_FILE} there")
 
 
 @pytest.mark.parametrize("workers", [1, 2])
