@@ -282,6 +282,27 @@ def test_networks_give_one_logit_row_per_question_and_ignore_padding(train_data:
     assert not torch.allclose(other_image, alone, atol=1e-6)  # the image matters
 
 
+def test_a_bfloat16_relation_network_answers_like_the_float32_one_with_float32_weights_and_gradients() -> None:
+    torch.manual_seed(0)
+    exact = PixelRelationNetwork(PixelRNConfig(**TINY_RN), 60, len(ANSWERS))
+    low = PixelRelationNetwork(PixelRNConfig(**TINY_RN, relation_precision="bfloat16"), 60, len(ANSWERS))
+    low.load_state_dict(exact.state_dict())
+    exact.eval(), low.eval()  # no dropout: the two see the same network
+    images = torch.randint(0, 256, (6, 48, 64, 3), dtype=torch.uint8)
+    words = torch.randint(2, 60, (6, 9))
+    logits = low(images, words)
+    with torch.no_grad():
+        reference = exact(images, words)
+    assert logits.dtype == torch.float32
+    assert not torch.equal(logits.detach(), reference)  # g really ran in bfloat16
+    torch.testing.assert_close(logits.detach(), reference, atol=0.02, rtol=0.02)
+    logits.sum().backward()
+    gradients = [p.grad for p in low.parameters() if p.grad is not None]
+    assert all(g.dtype == torch.float32 for g in gradients) and low.first_i.weight.grad.abs().sum() > 0
+    with pytest.raises(InputError, match="relation_precision 'float16'"):
+        PixelRNConfig(relation_precision="float16")
+
+
 @pytest.mark.parametrize("player_class, kind, config", [
     (PixelRelationNetworkPlayer, "relation-network", TINY_RN),
     (FiLMPlayer, "film", TINY_FILM),
@@ -310,7 +331,9 @@ def test_film_learns_on_a_small_rendered_set(trained_film: tuple) -> None:
     assert heldout["accuracy"] > majority["heldout_accuracy"] + 0.08, (heldout, majority)
 
 
-@pytest.mark.parametrize("player, config", [("pixel-rn", TINY_RN), ("neuro-symbolic", TINY_NS)])
+@pytest.mark.parametrize("player, config", [
+    ("pixel-rn", TINY_RN), ("pixel-rn", {**TINY_RN, "relation_precision": "bfloat16"}), ("neuro-symbolic", TINY_NS),
+])
 def test_loss_falls(train_data: Path, tmp_path: Path, player: str, config: dict) -> None:
     options = PixelTrainingOptions(
         player=player, data=str(train_data), out=str(tmp_path / f"{player}.pt"), preset=SPEC.preset,

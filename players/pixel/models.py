@@ -128,6 +128,9 @@ class QuestionEncoder(nn.Module):
         return outputs[torch.arange(words.shape[0], device=words.device), last]
 
 
+RELATION_PRECISIONS = ("float32", "bfloat16")
+
+
 @dataclass(frozen=True)
 class PixelRNConfig:
     channels: int = 24
@@ -141,9 +144,16 @@ class PixelRNConfig:
     backbone: str = "none"
     """`perception`: the frozen perception stands in for the first two of the `conv_layers` stride-2 layers
     (same cell grid: 8 x 6 cells at 128 x 96 with 4 layers); the rest train on its features."""
+    relation_precision: str = "float32"
+    """`bfloat16`: g over the cell pairs (nearly all of a step's work: 2,304 pairs per question on the
+    8 x 6 grid) runs under bfloat16 autocast, its weights and gradients staying float32; about half the
+    step time on a CPU with bfloat16 instructions (docs/exhaustive.md, "pixel-rn in bfloat16")."""
 
     def __post_init__(self) -> None:
         _check_backbone(self.backbone)
+        if self.relation_precision not in RELATION_PRECISIONS:
+            raise InputError(f"relation_precision {self.relation_precision!r}: expected one of "
+                             f"{', '.join(RELATION_PRECISIONS)}")
         if self.backbone != "none" and self.conv_layers < 3:
             raise InputError(f"conv_layers {self.conv_layers}: a backbone takes the first two stride-2 layers, "
                              "so at least 3 are needed")
@@ -198,13 +208,16 @@ class PixelRelationNetwork(nn.Module):
     def relations(self, objects: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """(B, g_width): g over every pair of cells (`objects` from `cells`) and the question, averaged."""
         question = self.question(words)
-        first = (
-            self.first_i(objects).unsqueeze(2)
-            + self.first_j(objects).unsqueeze(1)
-            + self.first_q(question)[:, None, None, :]
-        )
-        # The mean, not Santoro's sum, over the pairs: the scale does not grow with the grid.
-        return self.g_rest(first).mean(dim=(1, 2))
+        low = self.config.relation_precision == "bfloat16"
+        with torch.autocast(objects.device.type, dtype=torch.bfloat16, enabled=low):
+            first = (
+                self.first_i(objects).unsqueeze(2)
+                + self.first_j(objects).unsqueeze(1)
+                + self.first_q(question)[:, None, None, :]
+            )
+            # The mean, not Santoro's sum, over the pairs: the scale does not grow with the grid.
+            pooled = self.g_rest(first).mean(dim=(1, 2))
+        return pooled.float()
 
     def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
         """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
