@@ -31,7 +31,8 @@ A trial's record does not depend on the process that ran it (only `seconds`
 does), so one study can be shared out: several processes or machines run the
 same command with different `--data` into their own folders, and
 `--merge-from FOLDER` adds their records to RESULTS (refusing other settings,
-or a trial recorded twice with different results).
+or a trial recorded twice with different results). One run at a time writes a
+results folder (LOCK_FILE).
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ if TYPE_CHECKING:
     from players.pixel.images import ImageSpec
 
 RESULTS_FILE = "study.jsonl"
+LOCK_FILE = ".study.lock"
+"""Held by the run writing a results folder: `study.jsonl` is rewritten from the records one run holds, so a
+second writer (another run, or a merge) would drop the first one's trials. The system frees it when the run
+ends, however it ends."""
 REPORT_FILE = "report.md"
 FIGURE_FILE = "figure.png"
 TARGET_ACCURACY = 0.99
@@ -470,8 +475,6 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     Trial-major order: a study cut by --max-minutes already covers every dataset and
     fraction with the trials it finished, and a later run adds the next ones.
     """
-    import torch
-
     from clevr_game.dataset import dataset_files
 
     for folder in options.data:  # a typo fails now, not after hours of other datasets' trials
@@ -479,6 +482,30 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
     _check_models(options)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
+    with sole_writer(out):
+        return _run_study(options, out, log)
+
+
+@contextlib.contextmanager
+def sole_writer(out: Path) -> Iterator[None]:
+    """Hold `out`'s LOCK_FILE for the block; refuse in one line when another run holds it."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(out / LOCK_FILE)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise InputError(f"--out {out}: another study run is writing there ({out / LOCK_FILE} is held); "
+                         "wait for it to end, or run into another folder and --merge-from it afterwards") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> StudyOutcome:
+    import torch
+
     records = read_records(out)
     _check_settings(records, options, out)
     merged = 0

@@ -8,6 +8,8 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 import torch
 
 from benchmarks.examples_study import (
+    LOCK_FILE,
     RESULTS_FILE,
     StudyOptions,
     _check_models,
@@ -382,6 +385,31 @@ def test_a_study_shared_out_by_dataset_and_merged_records_what_one_run_records(f
                  str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.strip() == (
         f"clevr-game: error: --merge-from {tmp_path / 'nowhere'}: no {RESULTS_FILE} there")
+
+
+def test_a_results_folder_has_one_writer_at_a_time_and_a_dead_writer_frees_it(folder, tmp_path, capsys):
+    out = tmp_path / "r"
+    out.mkdir()
+    command = ["study", "examples", "--data", folder, "--players", "state-transformer", "--fractions", "0.5",
+               "--trials", "1", "--steps", "30", "--eval-every", "10", "--batch-size", "32",
+               "--config", json.dumps(TINY), "--out", str(out)]
+    holder = subprocess.Popen(  # another run writing the folder: it holds the lock until it dies
+        [sys.executable, "-c", f"from filelock import FileLock; lock = FileLock({str(out / LOCK_FILE)!r}); lock.acquire(); "
+         "print('held', flush=True); import time; time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(command) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"clevr-game: error: --out {out}: another study run is writing there ({out / LOCK_FILE} is held); "
+            "wait for it to end, or run into another folder and --merge-from it afterwards")
+        assert main([*command, "--report-only"]) == 2  # a merge or a report rewrites study.jsonl too
+        assert not (out / RESULTS_FILE).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(command) == 0  # killed, not cleaned up: the system freed its lock
+    assert len(read_records(out)) == 1
+    assert main(command) == 0  # and a finished run frees its own
 
 
 @pytest.mark.parametrize("workers", [1, 2])
