@@ -2,8 +2,9 @@
 
 For `film`, `pixel-rn` and `object-transformer` with the study's configs
 (`STUDY_PIXEL_CONFIGS`: film and pixel-rn read the frozen perception's
-features) and, for film and pixel-rn, also learning from pixels (`backbone`
-none), on every other scene of a rendered `clevr-game exhaustive` dataset
+features, pixel-rn's relations in bfloat16), pixel-rn's relations in float32
+as its baseline and, for film and pixel-rn, also learning from pixels
+(`backbone` none), on every other scene of a rendered `clevr-game exhaustive` dataset
 (rendered first when missing, `fast` 128x96): the median seconds of a training
 step (batch 128, forward, backward, AdamW) and the questions answered per
 second in evaluation, through the pixel trainer's own tasks. A frozen
@@ -53,8 +54,9 @@ def run(data: str, threads: int = 1) -> list[str]:
     part = select_scenes(pixels, np.arange(0, len(pixels.images), 2))
     _, perception_weights = perception_source(None)
     lines = []
+    exact_rn = {**STUDY_PIXEL_CONFIGS["pixel-rn"], "relation_precision": "float32"}  # bfloat16's baseline
     for player, config in (*((player, STUDY_PIXEL_CONFIGS.get(player, {})) for player in PIXEL_PLAYERS),
-                           ("film", {"backbone": "none"}), ("pixel-rn", {"backbone": "none"})):
+                           ("pixel-rn", exact_rn), ("film", {"backbone": "none"}), ("pixel-rn", {"backbone": "none"})):
         torch.manual_seed(0)
         kind, note = PLAYER_KINDS[player], ""
         task: AnsweringTask | ObjectTransformerTask

@@ -147,7 +147,7 @@ def test_film_and_pixel_rn_read_the_perception_unless_their_config_says_otherwis
     options = StudyOptions(data=[folder], players=["film", "pixel-rn", "object-transformer"], fractions=[0.5],
                            trials=1, out=str(tmp_path), pixel_config={"film": {"width": 8}})
     assert options.settings("film")["model_config"] == {"backbone": "perception", "width": 8}
-    assert options.settings("pixel-rn")["model_config"] == {"backbone": "perception"}
+    assert options.settings("pixel-rn")["model_config"] == {"backbone": "perception", "relation_precision": "bfloat16"}
     assert options.settings("object-transformer")["model_config"] == {}
     pixels = StudyOptions(data=[folder], players=["film"], fractions=[0.5], trials=1, out=str(tmp_path),
                           image_width=64, image_height=48, pixel_config={"film": {"backbone": "none"}})
