@@ -56,7 +56,8 @@ def run(data: str, threads: int = 1) -> list[str]:
     lines = []
     exact_rn = {**STUDY_PIXEL_CONFIGS["pixel-rn"], "relation_precision": "float32"}  # bfloat16's baseline
     for player, config in (*((player, STUDY_PIXEL_CONFIGS.get(player, {})) for player in PIXEL_PLAYERS),
-                           ("pixel-rn", exact_rn), ("film", {"backbone": "none"}), ("pixel-rn", {"backbone": "none"})):
+                           ("pixel-rn", exact_rn), ("film", {"backbone": "none"}),
+                           ("pixel-rn", {"backbone": "none"})):
         torch.manual_seed(0)
         kind, note = PLAYER_KINDS[player], ""
         task: AnsweringTask | ObjectTransformerTask

@@ -147,7 +147,8 @@ def test_film_and_pixel_rn_read_the_perception_unless_their_config_says_otherwis
     options = StudyOptions(data=[folder], players=["film", "pixel-rn", "object-transformer"], fractions=[0.5],
                            trials=1, out=str(tmp_path), pixel_config={"film": {"width": 8}})
     assert options.settings("film")["model_config"] == {"backbone": "perception", "width": 8}
-    assert options.settings("pixel-rn")["model_config"] == {"backbone": "perception", "relation_precision": "bfloat16"}
+    assert options.settings("pixel-rn")["model_config"] == {"backbone": "perception",
+                                                            "relation_precision": "bfloat16"}
     assert options.settings("object-transformer")["model_config"] == {}
     pixels = StudyOptions(data=[folder], players=["film"], fractions=[0.5], trials=1, out=str(tmp_path),
                           image_width=64, image_height=48, pixel_config={"film": {"backbone": "none"}})
@@ -394,8 +395,9 @@ def test_a_results_folder_has_one_writer_at_a_time_and_a_dead_writer_frees_it(fo
                "--trials", "1", "--steps", "30", "--eval-every", "10", "--batch-size", "32",
                "--config", json.dumps(TINY), "--out", str(out)]
     holder = subprocess.Popen(  # another run writing the folder: it holds the lock until it dies
-        [sys.executable, "-c", f"from filelock import FileLock; lock = FileLock({str(out / LOCK_FILE)!r}); lock.acquire(); "
-         "print('held', flush=True); import time; time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", f"from filelock import FileLock; lock = FileLock({str(out / LOCK_FILE)!r}); "
+         "lock.acquire(); print('held', flush=True); import time; time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         assert main(command) == 2

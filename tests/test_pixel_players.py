@@ -287,7 +287,8 @@ def test_a_bfloat16_relation_network_answers_like_the_float32_one_with_float32_w
     exact = PixelRelationNetwork(PixelRNConfig(**TINY_RN), 60, len(ANSWERS))
     low = PixelRelationNetwork(PixelRNConfig(**TINY_RN, relation_precision="bfloat16"), 60, len(ANSWERS))
     low.load_state_dict(exact.state_dict())
-    exact.eval(), low.eval()  # no dropout: the two see the same network
+    exact.eval()  # no dropout: the two see the same network
+    low.eval()
     images = torch.randint(0, 256, (6, 48, 64, 3), dtype=torch.uint8)
     words = torch.randint(2, 60, (6, 9))
     logits = low(images, words)
