@@ -525,6 +525,9 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
         f"{' (--report-only: none now)' if options.report_only and pending else ''}")
     if options.report_only:
         pending = []
+    warning = slow_precision_warning({player for _, player, _, _ in pending}, options)
+    if warning:
+        log(warning)
     work = out / "work"
     deadline = None if options.max_minutes is None else time.time() + options.max_minutes * 60
     ran, complete = 0, True
@@ -545,6 +548,21 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
     report = write_report(out, list(records.values()), options.command)
     done = sum(trial_key(dataset_name(p[0]), *p[1:]) in records for p in planned)
     return StudyOutcome(len(planned), done, ran, complete, report)
+
+
+def slow_precision_warning(players: set[str], options: StudyOptions) -> str | None:
+    """A line for the log when a player's relations run in bfloat16 on a CPU that only emulates it."""
+    import torch
+
+    from players.pixel.models import cpu_computes_bfloat16
+
+    slow = sorted(player for player in players & set(options.pixel_players)
+                  if options.pixel_model_config(player).get("relation_precision") == "bfloat16")
+    if not slow or cpu_computes_bfloat16():
+        return None
+    return (f"warning: {', '.join(slow)} runs its relations in bfloat16, which this CPU only emulates "
+            f"({torch.backends.cpu.get_cpu_capability()}): a step takes about six times as long as in float32 "
+            "(docs/exhaustive.md, \"pixel-rn in bfloat16\"); the records stay comparable, only slower")
 
 
 Planned = tuple[str, str, float, int]

@@ -30,6 +30,7 @@ from benchmarks.examples_study import (
     read_records,
     run_study,
     run_trial,
+    slow_precision_warning,
     split_scenes,
     write_records,
     write_report,
@@ -154,6 +155,21 @@ def test_film_and_pixel_rn_read_the_perception_unless_their_config_says_otherwis
                           image_width=64, image_height=48, pixel_config={"film": {"backbone": "none"}})
     assert pixels.settings("film")["model_config"] == {"backbone": "none"}
     _check_models(pixels)  # learning from pixels, film takes any image size
+
+
+def test_bfloat16_relations_on_a_cpu_that_emulates_them_are_warned_of(folder, tmp_path, monkeypatch):
+    import players.pixel.models as models
+
+    study = StudyOptions(data=[folder], players=["film", "pixel-rn"], fractions=[0.5], trials=1, out=str(tmp_path))
+    exact = StudyOptions(data=[folder], players=["pixel-rn"], fractions=[0.5], trials=1, out=str(tmp_path),
+                         pixel_config={"pixel-rn": {"relation_precision": "float32"}})
+    monkeypatch.setattr(models, "cpu_computes_bfloat16", lambda: False)
+    warning = slow_precision_warning({"film", "pixel-rn"}, study)
+    assert warning is not None and warning.startswith("warning: pixel-rn runs its relations in bfloat16")
+    assert slow_precision_warning({"film"}, study) is None  # pixel-rn's trials are all recorded
+    assert slow_precision_warning({"pixel-rn"}, exact) is None
+    monkeypatch.setattr(models, "cpu_computes_bfloat16", lambda: True)
+    assert slow_precision_warning({"film", "pixel-rn"}, study) is None
 
 
 def test_a_pixel_config_is_keyed_by_a_chosen_pixel_player(folder, tmp_path):
