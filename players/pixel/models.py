@@ -132,10 +132,10 @@ RELATION_PRECISIONS = ("float32", "bfloat16")
 
 
 def cpu_computes_bfloat16() -> bool:
-    """Whether this CPU's oneDNN runs bfloat16 matrix products natively (AVX-512 or AMX), not emulated.
+    """Whether this CPU's oneDNN has bfloat16 kernels (it needs AVX-512 at least); on AVX2 alone it emulates them.
 
-    Measured on an AVX2-only CPU (docs/exhaustive.md, "pixel-rn in bfloat16"): pixel-rn's step under bfloat16
-    autocast took about six times as long as in float32, where an AMX CPU made it 1.8 times faster.
+    Measured (docs/exhaustive.md, "pixel-rn in bfloat16"): pixel-rn's step under bfloat16 autocast was 1.8 times
+    faster than float32 on session 17's CPU, and took about six times as long on session 19's AVX2-only one.
     """
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
