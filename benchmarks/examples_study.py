@@ -25,7 +25,11 @@ training fraction and against the scenes trained on, with 95% intervals over
 trials; RESULTS/report.md has the table and the smallest fraction whose mean
 unseen accuracy reaches 99%.
 `--max-minutes` bounds the whole run: the trial cut by the limit is not
-recorded, and the same command continues later.
+recorded yet; its checkpoint stays in RESULTS/work, and the same command
+continues it from there (as it does a trial whose run was killed, from its
+last checkpoint, taken every TRIAL_CHECKPOINT_MINUTES). A resumed trial's
+record is the one an uncut run gives; its `seconds` add the training time of
+the runs before.
 
 A trial's record does not depend on the process that ran it (only `seconds`
 does), so one study can be shared out: several processes or machines run the
@@ -47,7 +51,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +91,14 @@ do: a trial trains what the shipped player trained, and film's step costs half o
 pixel-rn's g over its 2,304 cell pairs runs in bfloat16: 1.8 times faster on the same 1,000-step trial, which
 reached 0.7385 against float32's 0.7444 (docs/exhaustive.md, "pixel-rn in bfloat16").
 `--pixel-config` is laid over these (`{"film": {"backbone": "none"}}` learns from pixels)."""
+
+TRIAL_FILE = "trial.json"
+"""In a trial's run folder (RESULTS/work/KEY): what the checkpoint beside it belongs to."""
+TRIAL_CHECKPOINT_MINUTES = 10.0
+"""A trial's trainer checkpoints this often (and at the --max-minutes cut), so a trial cut by the limit, or
+whose run was killed, continues from its last checkpoint in the next run of the same command."""
+_VOLATILE_TRAINING_OPTIONS = ("max_minutes", "resume", "command")
+"""Trainer options that may differ between the runs of one trial."""
 
 _SETTINGS = ("steps", "batch_size", "learning_rate", "warmup_steps", "eval_every", "patience",
              "validation_share", "max_validation_scenes", "model_config", "seed")
@@ -359,26 +371,24 @@ def run_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, 
     fit, validation = questions_of(dataset.tensors, split.train), questions_of(dataset.tensors, split.validation)
     unseen = questions_of(dataset.tensors, split.test)
     run_dir = work / trial_key(dataset.name, player, fraction, trial)
-    shutil.rmtree(run_dir, ignore_errors=True)  # a run cut earlier starts afresh
     training = TrainingOptions(
         player=player, data=dataset.folder, out=str(run_dir / "player.pt"), steps=options.steps,
         batch_size=min(options.batch_size, len(fit)), learning_rate=options.learning_rate,
         warmup_steps=min(options.warmup_steps, max(1, options.steps // 10)), seed=options.seed * 1000 + trial,
-        eval_every=options.eval_every, checkpoint_minutes=1e9, max_minutes=minutes_left,
+        eval_every=options.eval_every, checkpoint_minutes=TRIAL_CHECKPOINT_MINUTES, max_minutes=minutes_left,
         model_config=dict(options.model_config), threads=options.threads, log_dir="", progress=False,
         patience=options.patience, command=options.command,
     )
+    training.resume = resumable(run_dir, training, options.settings(player))
     with contextlib.redirect_stdout(io.StringIO()):  # the trainer's per-evaluation lines; the curve keeps them
         result = train(training, PreparedData(fit, dataset.vocabulary, validation))
-    early = result.step < options.steps
-    if early and minutes_left is not None and time.monotonic() - started >= minutes_left * 60:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        return None
+    if result.cut:
+        return None  # its checkpoint stays: the next run continues it
     model = load_player_file(training.out).build()
     scores = evaluate_tensors(model, unseen)
     shutil.rmtree(run_dir, ignore_errors=True)
     return _record(dataset, player, fraction, trial, split, len(fit), len(unseen), scores, result.step,
-                   result.curve, started, options)
+                   result.curve, started - result.resumed_seconds, options)
 
 
 def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial: int, options: StudyOptions,
@@ -401,29 +411,49 @@ def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial:
     # Each part holds copies of its own images only: the object-transformer perceives every image of a part.
     fit, validation = select_scenes(dataset.pixels, split.train), select_scenes(dataset.pixels, split.validation)
     run_dir = work / trial_key(dataset.name, player, fraction, trial)
-    shutil.rmtree(run_dir, ignore_errors=True)  # a run cut earlier starts afresh
     spec = options.image_spec
     training = PixelTrainingOptions(
         player=player, data=dataset.folder, out=str(run_dir / "player.pt"), preset=spec.preset, width=spec.width,
         height=spec.height, steps=options.steps, batch_size=min(options.batch_size, len(fit)),
         learning_rate=options.learning_rate, warmup_steps=min(options.warmup_steps, max(1, options.steps // 10)),
         seed=options.seed * 1000 + trial, eval_every=options.eval_every, eval_size=len(validation),
-        checkpoint_minutes=1e9, max_minutes=minutes_left, model_config=options.pixel_model_config(player),
-        threads=options.threads, log_dir="", progress=False, patience=options.patience, command=options.command,
+        checkpoint_minutes=TRIAL_CHECKPOINT_MINUTES, max_minutes=minutes_left,
+        model_config=options.pixel_model_config(player), threads=options.threads, log_dir="", progress=False,
+        patience=options.patience, command=options.command,
     )
+    training.resume = resumable(run_dir, training, options.settings(player))
     with contextlib.redirect_stdout(io.StringIO()):  # the trainer's per-evaluation lines; the curve keeps them
         result = train_pixel(training, PreparedPixelData(fit, dataset.vocabulary, validation))
     train_questions = len(fit)
     del fit, validation  # their images; the unseen part's come next
-    early = result.step < options.steps
-    if early and minutes_left is not None and time.monotonic() - started >= minutes_left * 60:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        return None
+    if result.cut:
+        return None  # its checkpoint stays: the next run continues it
     unseen = select_scenes(dataset.pixels, split.test)
     scores, _ = evaluate_pixel_player(load_player_file(training.out), unseen)
     shutil.rmtree(run_dir, ignore_errors=True)
     return _record(dataset, player, fraction, trial, split, train_questions, len(unseen), scores, result.step,
-                   result.curve, started, options)
+                   result.curve, started - result.resumed_seconds, options)
+
+
+def resumable(run_dir: Path, training: Any, settings: dict[str, Any]) -> bool:
+    """True when `run_dir` holds the checkpoint of this very trial, left by a run that was cut or killed: the
+    trial continues from it. Otherwise the folder is emptied and marked with the trial's identity (its trainer's
+    options but the time limit, and the study settings its split depends on)."""
+    identity = json.loads(json.dumps({
+        "training": {k: v for k, v in asdict(training).items() if k not in _VOLATILE_TRAINING_OPTIONS},
+        "settings": settings,
+    }, sort_keys=True))
+    marker = run_dir / TRIAL_FILE
+    try:
+        same = json.loads(marker.read_text()) == identity
+    except (OSError, ValueError):
+        same = False
+    if same and training.checkpoint_path.exists():
+        return True
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    write_text_atomic(marker, json.dumps(identity, sort_keys=True))
+    return False
 
 
 def _remember_detections(dataset: LoadedDataset, options: StudyOptions) -> None:
@@ -444,7 +474,8 @@ def _remember_detections(dataset: LoadedDataset, options: StudyOptions) -> None:
 def _record(dataset: LoadedDataset, player: str, fraction: float, trial: int, split: SceneSplit,
             train_questions: int, unseen_questions: int, scores: Any, steps: int, curve: list[dict[str, float]],
             started: float, options: StudyOptions) -> dict[str, Any]:
-    """One trial's line of study.jsonl; `scores` (a FamilyScores) on the unseen questions."""
+    """One trial's line of study.jsonl; `scores` (a FamilyScores) on the unseen questions; `started` the
+    `time.monotonic()` of its start, moved back by the training seconds of the runs it resumed."""
     best = max(curve, key=lambda point: point["accuracy"]) if curve else {"step": 0, "accuracy": 0.0}
     return {
         "key": trial_key(dataset.name, player, fraction, trial), "dataset": dataset.name, "data": dataset.folder,
@@ -542,7 +573,8 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
             f"trial {record['trial']}: unseen accuracy {record['accuracy']:.4f} ({record['train_scenes']} train "
             f"scenes, {record['steps']} steps{', early stop' if record['stopped_early'] else ''}, "
             f"{record['seconds']:.0f} s)")
-    shutil.rmtree(work, ignore_errors=True)
+    if complete:
+        shutil.rmtree(work, ignore_errors=True)  # a cut run keeps its cut trials' checkpoints for the next
     if not complete:
         log(f"stopped at the --max-minutes limit ({options.max_minutes:g}); the same command continues the study")
     report = write_report(out, list(records.values()), options.command)

@@ -64,6 +64,8 @@ class LoopOptions:
 class LoopResult:
     loss_average: float
     first_loss: float
+    out_of_time: bool = False
+    """The run ended at its time limit, before its step budget and any early stop."""
 
 
 def learning_rate_factor(step: int, warmup_steps: int, total_steps: int, decay_steps: int) -> float:
@@ -114,6 +116,11 @@ class Optimisation:
     def seconds(self) -> float:
         return self._seconds_before + time.monotonic() - self._run_started
 
+    @property
+    def carried_seconds(self) -> float:
+        """The training seconds of the runs before this one (0 for a fresh run)."""
+        return self._seconds_before
+
     def checkpoint_fields(self) -> dict[str, Any]:
         return {
             "optimizer": self.optimizer.state_dict(),
@@ -141,6 +148,7 @@ def run_loop(model: nn.Module, state: Optimisation, settings: LoopSettings, loss
     model.train()
     last_checkpoint = time.monotonic()
     loss_average = first_loss = float("nan")
+    out_of_time = stop_early = False
     bar = tqdm(total=settings.steps, initial=state.step, disable=not settings.progress, unit="step", smoothing=0.05)
     while state.step < settings.steps:
         loss, parts = loss_at(state.step)
@@ -179,4 +187,4 @@ def run_loop(model: nn.Module, state: Optimisation, settings: LoopSettings, loss
                        "(resume with --resume)")
             break
     bar.close()
-    return LoopResult(loss_average, first_loss)
+    return LoopResult(loss_average, first_loss, out_of_time and not stop_early and state.step < settings.steps)

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,10 +30,12 @@ from benchmarks.examples_study import (
     load_dataset,
     questions_of,
     read_records,
+    resumable,
     run_study,
     run_trial,
     slow_precision_warning,
     split_scenes,
+    trial_key,
     write_records,
     write_report,
 )
@@ -59,6 +63,7 @@ from players.state.training import EarlyStopping, PreparedData, TrainingOptions,
 
 TINY = {"width": 16, "layers": 1, "heads": 2, "feedforward": 32, "fourier_bands": 2}
 TINY_FILM = {"stem_channels": 8, "width": 8, "blocks": 1, "question_width": 16, "classifier_width": 16}
+TINY_PIXEL_RN = {"channels": 8, "word_width": 8, "question_width": 16, "g_width": 16, "g_layers": 2, "f_width": 16}
 TINY_OBJECT_TRANSFORMER = {"width": 16, "layers": 1, "heads": 2, "feedforward": 32, "fourier_bands": 2}
 FEW_SCENES = 30
 """Scenes of the pixel tests' dataset: a few seconds of Blender rendering, once (then the render cache)."""
@@ -308,6 +313,80 @@ def test_training_stops_after_patience_evaluations_without_gain(dataset, tmp_pat
     assert [point["step"] for point in result.curve] == [5, 10, 15]
 
 
+@pytest.mark.parametrize("player", ["state-transformer", "pixel-rn"])
+def test_a_trial_cut_after_every_step_records_what_an_uncut_one_does(few_pixels, tmp_path, player):
+    few, _, _ = few_pixels
+    dataset = load_dataset(few, ImageSpec(), log=lambda line: None)
+    options = StudyOptions(data=[few], players=[player], fractions=[0.5], trials=1, out=str(tmp_path), steps=12,
+                           eval_every=4, batch_size=16, patience=2, model_config=TINY,
+                           pixel_config={"pixel-rn": TINY_PIXEL_RN} if player == "pixel-rn" else {})
+    # pixel-rn has dropout: the resumed runs must restore torch's RNG too
+    uncut = run_trial(dataset, player, 0.5, 0, options, tmp_path / "uncut", None)
+    assert uncut is not None
+    runs, record = 0, None
+    while record is None:  # a limit already passed: each run trains one step, checkpoints and is cut
+        runs += 1
+        record = run_trial(dataset, player, 0.5, 0, options, tmp_path / "cut", 1e-9)
+        assert runs <= options.steps
+    assert runs == uncut["steps"]
+    assert {**record, "seconds": None} == {**uncut, "seconds": None}
+    assert not any((tmp_path / "cut").iterdir())  # a recorded trial leaves no checkpoint behind
+
+
+def test_a_pixel_run_cut_after_every_step_ends_with_the_weights_of_an_uncut_one(few_pixels, tmp_path):
+    few, data, vocabulary = few_pixels
+    config = {**TINY_PIXEL_RN, "backbone": "perception", "dropout": 0.5}  # dropout: torch's RNG must be restored
+    prepared = PreparedPixelData(select_scenes(data, np.arange(20)), vocabulary, select_scenes(data, np.arange(20, 30)))
+
+    def run(out: str, **changes) -> Any:
+        options = PixelTrainingOptions(player="pixel-rn", data=few, out=out, steps=6, batch_size=16, warmup_steps=1,
+                                       eval_every=2, model_config=config, log_dir="", progress=False, patience=2,
+                                       checkpoint_minutes=1e9, **changes)
+        with contextlib.redirect_stdout(io.StringIO()):
+            return train_pixel(options, prepared)
+
+    uncut = run(str(tmp_path / "uncut.pt"))
+    runs = [run(str(tmp_path / "cut.pt"), max_minutes=1e-9)]
+    while runs[-1].cut:
+        runs.append(run(str(tmp_path / "cut.pt"), max_minutes=1e-9, resume=True))
+    assert len(runs) == uncut.step and runs[-1].curve == uncut.curve
+    expected = load_player_file(str(tmp_path / "uncut.pt")).state_dict
+    resumed = load_player_file(str(tmp_path / "cut.pt")).state_dict
+    assert all(torch.equal(expected[name], resumed[name]) for name in expected)
+
+
+def test_early_stopping_survives_a_resume(dataset, tmp_path):
+    # As in the uncut run above: a zero learning rate never beats the evaluation at 5, so 10 and 15 are stale.
+    split = split_scenes(dataset.scenes, 0.5, trial=0, seed=0, validation_share=0.1)
+    options = TrainingOptions(player="state-transformer", data="in memory", out=str(tmp_path / "p.pt"), steps=40,
+                              batch_size=16, learning_rate=0.0, warmup_steps=1, eval_every=5, model_config=TINY,
+                              log_dir="", progress=False, patience=2, checkpoint_minutes=1e9, max_minutes=1e-9)
+    prepared = PreparedData(questions_of(dataset.tensors, split.train), dataset.vocabulary,
+                            questions_of(dataset.tensors, split.validation))
+    runs = []
+    with contextlib.redirect_stdout(io.StringIO()):
+        runs.append(train(options, prepared))
+        while runs[-1].cut:
+            runs.append(train(replace(options, resume=True), prepared))
+        after = train(replace(options, resume=True, max_minutes=None), prepared)  # already stopped: no step more
+    assert len(runs) == 15 and runs[-1].step == 15 and after.step == 15
+    assert [point["step"] for point in after.curve] == [5, 10, 15]
+    assert runs[-1].resumed_seconds >= runs[-2].resumed_seconds > 0.0
+
+
+def test_a_run_folder_of_another_trial_or_setting_starts_afresh(tmp_path):
+    run_dir = tmp_path / "work" / trial_key("2-one", "pixel-rn", 0.5, 0)
+    training = PixelTrainingOptions(player="pixel-rn", data="d", out=str(run_dir / "player.pt"), steps=100)
+    settings = {"steps": 100}
+    assert not resumable(run_dir, training, settings)  # nothing there yet
+    training.checkpoint_path.write_bytes(b"a checkpoint")
+    assert resumable(run_dir, replace(training, max_minutes=3.0, command="again"), settings)
+    assert not resumable(run_dir, replace(training, learning_rate=0.5), settings)
+    assert not training.checkpoint_path.exists()  # cleared for the fresh start
+    training.checkpoint_path.write_bytes(b"a checkpoint")
+    assert not resumable(run_dir, training, {"steps": 200})
+
+
 def test_a_tiny_study_runs_end_to_end_and_resumes(folder, tmp_path, capsys):
     out = tmp_path / "results"
     common = ["study", "examples", "--data", folder, "--players", "state-transformer", "--fractions", "0.05,0.5",
@@ -520,7 +599,17 @@ def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tm
     outcome = run_study(options, log=lines.append)
     assert not outcome.complete and outcome.recorded == 0 and read_records(tmp_path / "r") == {}
     assert lines[-1] == "stopped at the --max-minutes limit (0.05); the same command continues the study"
-    assert not (tmp_path / "r" / "work").exists()
+    kept = sorted((tmp_path / "r" / "work").iterdir())  # the cut trials' checkpoints, for the next run
+    assert kept[0].name == "2-one__state-transformer__f0.5__t0" and len(kept) <= workers
+    assert all({"player.pt.ckpt", "trial.json"} <= {path.name for path in run_dir.iterdir()} for run_dir in kept)
+
+    if workers > 1:
+        return  # a pool's start can take the whole limit: the next run may not reach its trials
+    marked = (kept[0] / "trial.json").stat().st_mtime_ns
+    first = torch.load(kept[0] / "player.pt.ckpt", weights_only=False)["step"]
+    run_study(replace(options, max_minutes=0.1), log=lines.append)  # continues trial 0 where the first run cut it
+    assert (kept[0] / "trial.json").stat().st_mtime_ns == marked  # a fresh start would have marked it again
+    assert torch.load(kept[0] / "player.pt.ckpt", weights_only=False)["step"] > first
 
 
 def test_a_missing_dataset_folder_is_named_before_any_trial(folder, tmp_path):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,13 @@ from players.pixel.perception import SceneTargets, perception_loss
 from players.pixel.program_tokens import arities, program_to_tokens, token_list
 from players.state.checkpoint import read_torch, shipped_path, write_torch_atomic
 from players.state.features import ANSWERS
-from players.state.training import BatchSchedule, EarlyStopping, FamilyScores, with_new_words
+from players.state.training import (
+    BatchSchedule,
+    FamilyScores,
+    check_prepared_words,
+    resumed_stopping,
+    with_new_words,
+)
 
 
 @dataclass
@@ -159,7 +165,7 @@ class PixelTrainingOptions(LoopOptions):
 class PreparedPixelData:
     """Data the caller already holds (one split of a dataset in memory, `data.select_scenes`), trained on
     instead of reading `data` / `eval_data`: answers in ANSWERS order, words in `vocabulary`, images at the
-    options' spec. Fresh runs only."""
+    options' spec. Fresh runs, or resumed ones given the same data again."""
 
     train: PixelData
     vocabulary: WordVocabulary
@@ -173,6 +179,10 @@ class PixelTrainingResult:
     curve: list[dict[str, float]]
     final_loss: float
     first_loss: float
+    resumed_seconds: float = 0.0
+    """The training seconds of the runs before this one, carried by the checkpoint it resumed (0 when fresh)."""
+    cut: bool = False
+    """Ended by --max-minutes before its step budget and any early stop: `--resume` continues it."""
 
 
 def _words(data: PixelData, indices: torch.Tensor) -> torch.Tensor:
@@ -412,8 +422,8 @@ def train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | Non
 
 
 def _check_prepared(prepared: PreparedPixelData, options: PixelTrainingOptions) -> None:
-    if options.resume or options.init or options.parser_only or options.extra_data:
-        raise ValueError("prepared data is for fresh runs (no resume, no init, no parser-only, no extra data)")
+    if options.init or options.parser_only or options.extra_data:
+        raise ValueError("prepared data is for fresh or resumed runs (no init, no parser-only, no extra data)")
     for part in (prepared.train, prepared.held_out):
         if part is not None and tuple(part.images.shape[1:]) != (options.height, options.width, 3):
             raise ValueError(f"prepared images are {tuple(part.images.shape[1:])}, not the options' "
@@ -468,6 +478,8 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
                                render_workers=options.render_workers, progress=options.progress)
 
     if prepared is not None:
+        if previous is not None:
+            check_prepared_words(prepared.vocabulary, vocabulary, options.checkpoint_path)
         train_data, vocabulary, eval_data = prepared.train, prepared.vocabulary, prepared.held_out
     else:
         parts = []
@@ -553,11 +565,11 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
                                        fallback=fallback, info=info())
         write_torch_atomic(options.checkpoint_path, {
             "player": to_dict(player_file), **state.checkpoint_fields(), "heldout": heldout,
-            "options": asdict(options),
+            "options": asdict(options), **({"early_stopping": stopping.state_dict()} if stopping is not None else {}),
         })
         save_player_file(options.out, player_file)
 
-    stopping = EarlyStopping(options.patience) if options.patience is not None else None
+    stopping = resumed_stopping(options.patience, checkpoint)
 
     def record_evaluation() -> bool:
         if eval_data is None:
@@ -582,6 +594,8 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
               f"{len(train_data)} questions on {train_data.images.shape[0]} images ({spec.label}), "
               f"from step {state.step} of {options.steps}; majority answer {baseline}", flush=True)
     settings = options.loop_settings(log_every=20, smoothing=0.05)
+    if stopping is not None and stopping.exhausted:  # resumed after its early stop: nothing left to train
+        settings = replace(settings, steps=state.step)
     result = run_loop(model, state, settings, lambda step: task.loss(train_data, schedule.indices(step)),
                       save, record_evaluation, started=started, writer=writer)
     if writer is not None:
@@ -595,5 +609,6 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
         save()
     if not Path(options.out).exists():
         save()
-    return PixelTrainingResult(state.step, state.seconds(), state.curve, result.loss_average, result.first_loss)
+    return PixelTrainingResult(state.step, state.seconds(), state.curve, result.loss_average, result.first_loss,
+                               state.carried_seconds, result.out_of_time)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,8 @@ class TrainingOptions(LoopOptions):
 @dataclass
 class PreparedData:
     """Tensors the caller already built (one split of a dataset held in memory), trained on instead of
-    reading `data` / `eval_data`: answers in ANSWERS order, words in `vocabulary`. Fresh runs only."""
+    reading `data` / `eval_data`: answers in ANSWERS order, words in `vocabulary`. Fresh runs, or resumed ones
+    given the same data again."""
 
     train: QuestionTensors
     vocabulary: WordVocabulary
@@ -111,11 +112,23 @@ class EarlyStopping:
             self.weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
             return False
         self.stale += 1
-        return self.stale >= self.patience
+        return self.exhausted
 
     def restore(self, model: nn.Module) -> None:
         if self.weights is not None:
             model.load_state_dict(self.weights)
+
+    @property
+    def exhausted(self) -> bool:
+        """`patience` evaluations in a row brought nothing better: the run has stopped."""
+        return self.stale >= self.patience
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps, so a resumed run stops where an uncut one would, with the same best weights."""
+        return {"best": self.best, "stale": self.stale, "weights": self.weights}
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        self.best, self.stale, self.weights = saved["best"], saved["stale"], saved["weights"]
 
     def after_evaluation(self, accuracy: float, model: nn.Module, step: int, last_step: bool) -> bool:
         """Record one held-out evaluation; True when training should stop.
@@ -160,6 +173,27 @@ class TrainingResult:
     train_seconds: float
     curve: list[dict[str, float]]
     final_loss: float
+    resumed_seconds: float = 0.0
+    """The training seconds of the runs before this one, carried by the checkpoint it resumed (0 when fresh)."""
+    cut: bool = False
+    """Ended by --max-minutes before its step budget and any early stop: `--resume` continues it."""
+
+
+def resumed_stopping(patience: int | None, checkpoint: dict[str, Any] | None) -> EarlyStopping | None:
+    """The early stopping of a run: fresh, or as the resumed checkpoint left it."""
+    if patience is None:
+        return None
+    stopping = EarlyStopping(patience)
+    if checkpoint is not None and "early_stopping" in checkpoint:
+        stopping.load_state_dict(checkpoint["early_stopping"])
+    return stopping
+
+
+def check_prepared_words(prepared: WordVocabulary, saved: WordVocabulary, checkpoint: Path) -> None:
+    """A resumed run's prepared words are the checkpoint's: its embedding rows are theirs."""
+    if prepared.words != saved.words:
+        raise InputError(f"{checkpoint}: was trained on another word list than the data given now "
+                         "(resume needs the same data)")
 
 
 def epoch_batches(lengths: torch.Tensor, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
@@ -249,8 +283,8 @@ def denormals_flushed() -> Iterator[None]:
 
 def train(options: TrainingOptions, prepared: PreparedData | None = None) -> TrainingResult:
     """Train (or resume) a state player; writes `options.out` and its checkpoint; returns the run's summary."""
-    if prepared is not None and (options.resume or options.init):
-        raise ValueError("prepared data is for fresh runs (no resume, no init)")
+    if prepared is not None and options.init:
+        raise ValueError("prepared data is for fresh or resumed runs, not --init")
     with denormals_flushed():
         return _train(options, prepared)
 
@@ -280,6 +314,8 @@ def _train(options: TrainingOptions, prepared: PreparedData | None = None) -> Tr
     # a fresh or --init run learns the data's new words (new rows start as UNKNOWN's).
     grow_vocabulary = checkpoint is None
     if prepared is not None:
+        if checkpoint is not None:
+            check_prepared_words(prepared.vocabulary, vocabulary, options.checkpoint_path)
         train_tensors, vocabulary, eval_tensors = prepared.train, prepared.vocabulary, prepared.held_out
     else:
         train_tensors, vocabulary = tensorise(options.data, vocabulary, answers, extend_vocabulary=grow_vocabulary)
@@ -313,10 +349,11 @@ def _train(options: TrainingOptions, prepared: PreparedData | None = None) -> Tr
         player_file = player_file_from(model, kind, vocabulary, answers, info)
         write_torch_atomic(options.checkpoint_path, {
             "player": to_dict(player_file), **state.checkpoint_fields(), "options": asdict(options),
+            **({"early_stopping": stopping.state_dict()} if stopping is not None else {}),
         })
         save_player_file(options.out, player_file)
 
-    stopping = EarlyStopping(options.patience) if options.patience is not None else None
+    stopping = resumed_stopping(options.patience, checkpoint)
 
     def record_evaluation() -> bool:
         if eval_tensors is None:
@@ -341,6 +378,8 @@ def _train(options: TrainingOptions, prepared: PreparedData | None = None) -> Tr
         print(f"{options.player}: {parameter_count(model)} parameters, {len(train_tensors)} training questions, "
               f"{len(vocabulary)} words, from step {state.step} of {options.steps}", flush=True)
     settings = options.loop_settings(log_every=50, smoothing=0.02)
+    if stopping is not None and stopping.exhausted:  # resumed after its early stop: nothing left to train
+        settings = replace(settings, steps=state.step)
     result = run_loop(model, state, settings, loss_at, save, record_evaluation, started=started, writer=writer)
     if writer is not None:
         writer.close()
@@ -349,7 +388,8 @@ def _train(options: TrainingOptions, prepared: PreparedData | None = None) -> Tr
         save()
     if not Path(options.out).exists():
         save()
-    return TrainingResult(state.step, state.seconds(), state.curve, result.loss_average)
+    return TrainingResult(state.step, state.seconds(), state.curve, result.loss_average, state.carried_seconds,
+                          result.out_of_time)
 
 
 def _full_evaluation(model: nn.Module, folder: str, vocabulary: WordVocabulary, answers: list[str]) -> dict[str, Any]:
