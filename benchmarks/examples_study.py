@@ -486,8 +486,19 @@ def _record(dataset: LoadedDataset, player: str, fraction: float, trial: int, sp
         "families": {name: round(value, 6) for name, value in scores.family_accuracy().items()},
         "steps": steps, "stopped_early": steps < options.steps, "best_step": best["step"],
         "best_validation": best["accuracy"], "seconds": round(time.monotonic() - started, 1),
-        "settings": options.settings(player),
+        "settings": options.settings(player), **_relation_products(player, options),
     }
+
+
+def _relation_products(player: str, options: StudyOptions) -> dict[str, str]:
+    """For bfloat16 relations, which products computed them: bfloat16 ones (a CPU with bfloat16 instructions) or
+    float32 ones of bfloat16 values (`players.pixel.models.bfloat16_linear`); the two agree within one bfloat16
+    rounding, so a trial's record may differ slightly between the two kinds of CPU."""
+    from players.pixel.models import cpu_computes_bfloat16
+
+    if player not in options.pixel_players or options.pixel_model_config(player).get("relation_precision") != "bfloat16":
+        return {}
+    return {"relation_products": "bfloat16" if cpu_computes_bfloat16() else "float32"}
 
 
 # ------------------------------------------------------------------ the study
@@ -556,9 +567,9 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
         f"{' (--report-only: none now)' if options.report_only and pending else ''}")
     if options.report_only:
         pending = []
-    warning = slow_precision_warning({player for _, player, _, _ in pending}, options)
-    if warning:
-        log(warning)
+    note = precision_note({player for _, player, _, _ in pending}, options)
+    if note:
+        log(note)
     work = out / "work"
     deadline = None if options.max_minutes is None else time.time() + options.max_minutes * 60
     ran, complete = 0, True
@@ -582,19 +593,20 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
     return StudyOutcome(len(planned), done, ran, complete, report)
 
 
-def slow_precision_warning(players: set[str], options: StudyOptions) -> str | None:
-    """A line for the log when a player's relations run in bfloat16 on a CPU that only emulates it."""
+def precision_note(players: set[str], options: StudyOptions) -> str | None:
+    """A line for the log when a player's bfloat16 relations run as float32 products, on a CPU without bfloat16
+    instructions (`players.pixel.models.bfloat16_linear`)."""
     import torch
 
     from players.pixel.models import cpu_computes_bfloat16
 
-    slow = sorted(player for player in players & set(options.pixel_players)
-                  if options.pixel_model_config(player).get("relation_precision") == "bfloat16")
-    if not slow or cpu_computes_bfloat16():
+    low = sorted(player for player in players & set(options.pixel_players)
+                 if options.pixel_model_config(player).get("relation_precision") == "bfloat16")
+    if not low or cpu_computes_bfloat16():
         return None
-    return (f"warning: {', '.join(slow)} runs its relations in bfloat16, which this CPU only emulates "
-            f"({torch.backends.cpu.get_cpu_capability()}): a step takes about six times as long as in float32 "
-            "(docs/exhaustive.md, \"pixel-rn in bfloat16\"); the records stay comparable, only slower")
+    return (f"note: this CPU has no bfloat16 instructions ({torch.backends.cpu.get_cpu_capability()}): "
+            f"{', '.join(low)} rounds its relations to bfloat16 as autocast does, with float32 products "
+            "(docs/exhaustive.md, \"pixel-rn in bfloat16\")")
 
 
 Planned = tuple[str, str, float, int]

@@ -3,7 +3,9 @@
 For `film`, `pixel-rn` and `object-transformer` with the study's configs
 (`STUDY_PIXEL_CONFIGS`: film and pixel-rn read the frozen perception's
 features, pixel-rn's relations in bfloat16), pixel-rn's relations in float32
-as its baseline and, for film and pixel-rn, also learning from pixels
+as its baseline (and, on a CPU without bfloat16 instructions, where the
+study's pixel-rn takes float32 products of bfloat16 values, also oneDNN's
+emulated bfloat16 products) and, for film and pixel-rn, also learning from pixels
 (`backbone` none), on every other scene of a rendered `clevr-game exhaustive` dataset
 (rendered first when missing, `fast` 128x96): the median seconds of a training
 step (batch 128, forward, backward, AdamW) and the questions answered per
@@ -42,6 +44,7 @@ def run(data: str, threads: int = 1) -> list[str]:
     from benchmarks.examples_study import PIXEL_PLAYERS, STUDY_PIXEL_CONFIGS
     from players.pixel.checkpoint import PLAYER_KINDS, build_model
     from players.pixel.data import select_scenes
+    from players.pixel.models import cpu_computes_bfloat16
     from players.pixel.object_training import (
         ObjectTransformerTask,
         fresh_network,
@@ -55,9 +58,13 @@ def run(data: str, threads: int = 1) -> list[str]:
     _, perception_weights = perception_source(None)
     lines = []
     exact_rn = {**STUDY_PIXEL_CONFIGS["pixel-rn"], "relation_precision": "float32"}  # bfloat16's baseline
-    for player, config in (*((player, STUDY_PIXEL_CONFIGS.get(player, {})) for player in PIXEL_PLAYERS),
-                           ("pixel-rn", exact_rn), ("film", {"backbone": "none"}),
-                           ("pixel-rn", {"backbone": "none"})):
+    runs: list[tuple[str, dict[str, Any], bool | None]] = [
+        *((player, STUDY_PIXEL_CONFIGS.get(player, {}), None) for player in PIXEL_PLAYERS),
+        ("pixel-rn", exact_rn, None), ("film", {"backbone": "none"}, None), ("pixel-rn", {"backbone": "none"}, None),
+    ]
+    if not cpu_computes_bfloat16():  # the study's pixel-rn took float32 products above; oneDNN's emulation too
+        runs.insert(len(PIXEL_PLAYERS), ("pixel-rn", STUDY_PIXEL_CONFIGS["pixel-rn"], False))
+    for player, config, emulate in runs:
         torch.manual_seed(0)
         kind, note = PLAYER_KINDS[player], ""
         task: AnsweringTask | ObjectTransformerTask
@@ -69,12 +76,16 @@ def run(data: str, threads: int = 1) -> list[str]:
             note = f", detections {len(part.images) / (time.perf_counter() - started):.0f} images/s"
         else:
             model = build_model(kind, config, len(vocabulary), len(ANSWERS))
+            if config.get("relation_precision") == "bfloat16":
+                model.emulate_bfloat16 = emulate
+                products = "float32" if (not cpu_computes_bfloat16() if emulate is None else emulate) else "oneDNN's"
+                note = f", bfloat16 relations with {products} products"
             if model.backbone is not None:
                 model.backbone.load_perception(perception_weights)
             task = AnsweringTask(model, torch.device("cpu"))
             if task.cached:
                 task.image_features(part)  # once per trial in the study, before the first step
-                note = f", features {len(part.images) / (time.perf_counter() - started):.0f} images/s"
+                note += f", features {len(part.images) / (time.perf_counter() - started):.0f} images/s"
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         model.train()
         generator = torch.Generator().manual_seed(0)

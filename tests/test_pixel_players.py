@@ -304,6 +304,37 @@ def test_a_bfloat16_relation_network_answers_like_the_float32_one_with_float32_w
         PixelRNConfig(relation_precision="float16")
 
 
+def test_emulated_bfloat16_relations_round_as_autocast_does_within_one_bfloat16_step() -> None:
+    # On a CPU without bfloat16 instructions both are emulations (oneDNN's, about five times slower);
+    # their float32 sums differ in order, so a bfloat16 rounding may differ by one step, not more.
+    torch.manual_seed(0)
+    model = PixelRelationNetwork(PixelRNConfig(**TINY_RN, relation_precision="bfloat16"), 60, len(ANSWERS)).eval()
+    exact = PixelRelationNetwork(PixelRNConfig(**TINY_RN), 60, len(ANSWERS)).eval()
+    exact.load_state_dict(model.state_dict())
+    objects = torch.randn(8, 48, TINY_RN["channels"] + 2)  # the 8 x 6 cells of a 128 x 96 image
+    words = torch.randint(2, 60, (8, 9))
+    mix = torch.randn(TINY_RN["g_width"])
+
+    def relations_and_gradients(network: PixelRelationNetwork, emulate: bool | None) -> list[torch.Tensor]:
+        network.emulate_bfloat16 = emulate
+        network.zero_grad()
+        pooled = network.relations(objects, words)
+        (pooled * mix).sum().backward()
+        return [pooled.detach()] + [p.grad for p in network.parameters() if p.grad is not None]
+
+    def largest_gap(ours: list[torch.Tensor], theirs: list[torch.Tensor]) -> float:
+        """The largest difference, relative to the largest value of its tensor (one bfloat16 step: 2 ** -8)."""
+        return max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(ours, theirs, strict=True))
+
+    autocast = relations_and_gradients(model, emulate=False)
+    emulated = relations_and_gradients(model, emulate=True)
+    assert [t.dtype for t in emulated] == [torch.float32] * len(autocast)
+    assert largest_gap(emulated, autocast) <= 2 ** -8
+    assert largest_gap(relations_and_gradients(exact, None), autocast) > 2 ** -8  # float32 is further away
+    with torch.inference_mode():  # evaluation takes the same path
+        torch.testing.assert_close(model.relations(objects, words), emulated[0], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("player_class, kind, config", [
     (PixelRelationNetworkPlayer, "relation-network", TINY_RN),
     (FiLMPlayer, "film", TINY_FILM),

@@ -23,7 +23,9 @@ once per image (`image_features`) and train the rest from it (`answer`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -131,6 +133,7 @@ class QuestionEncoder(nn.Module):
 RELATION_PRECISIONS = ("float32", "bfloat16")
 
 
+@functools.cache
 def cpu_computes_bfloat16() -> bool:
     """Whether this CPU's oneDNN has bfloat16 kernels (it needs AVX-512 at least); on AVX2 alone it emulates them.
 
@@ -141,6 +144,37 @@ def cpu_computes_bfloat16() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a build without oneDNN
         return False
+
+
+class _BFloat16Linear(torch.autograd.Function):
+    """A linear layer as bfloat16 autocast computes it, with float32 matrix products: the operands rounded to
+    bfloat16, the products summed in float32, the result (and each gradient) rounded to bfloat16. oneDNN's own
+    emulation of bfloat16 products on a CPU without bfloat16 instructions is about five times slower."""
+
+    @staticmethod
+    def forward(ctx: Any, values: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        rounded_weight = weight.to(torch.bfloat16)
+        product = values.float() @ rounded_weight.float().t()
+        if bias is not None:
+            product += bias.to(torch.bfloat16).float()
+        ctx.save_for_backward(values, rounded_weight)
+        ctx.has_bias = bias is not None
+        return product.to(torch.bfloat16)
+
+    @staticmethod
+    def backward(ctx: Any, gradient: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        values, rounded_weight = ctx.saved_tensors
+        rows = gradient.float().reshape(-1, gradient.shape[-1])
+        to_values = (rows @ rounded_weight.float()).to(torch.bfloat16).reshape(values.shape)
+        to_weight = (rows.t() @ values.float().reshape(-1, values.shape[-1])).to(torch.bfloat16).float()
+        to_bias = rows.sum(dim=0).to(torch.bfloat16).float() if ctx.has_bias else None
+        return to_values, to_weight, to_bias
+
+
+def bfloat16_linear(layer: nn.Linear, values: torch.Tensor) -> torch.Tensor:
+    """`layer(values)` as under bfloat16 autocast (bfloat16 in and out, float32 weights and their gradients),
+    computed with float32 products."""
+    return _BFloat16Linear.apply(values.to(torch.bfloat16), layer.weight, layer.bias)
 
 
 @dataclass(frozen=True)
@@ -159,7 +193,8 @@ class PixelRNConfig:
     relation_precision: str = "float32"
     """`bfloat16`: g over the cell pairs (nearly all of a step's work: 2,304 pairs per question on the
     8 x 6 grid) runs under bfloat16 autocast, its weights and gradients staying float32; about half the
-    step time on a CPU with bfloat16 instructions (docs/exhaustive.md, "pixel-rn in bfloat16")."""
+    step time on a CPU with bfloat16 instructions (docs/exhaustive.md, "pixel-rn in bfloat16"). On a CPU
+    without them, the same rounding with float32 products (`bfloat16_linear`)."""
 
     def __post_init__(self) -> None:
         _check_backbone(self.backbone)
@@ -177,6 +212,9 @@ class PixelRelationNetwork(nn.Module):
     def __init__(self, config: PixelRNConfig, vocabulary_size: int, answer_count: int):
         super().__init__()
         self.config = config
+        self.emulate_bfloat16: bool | None = None
+        """bfloat16 relations on the CPU: with float32 products (True) or oneDNN's bfloat16 ones (False);
+        None: float32 products where the CPU has no bfloat16 instructions (`cpu_computes_bfloat16`)."""
         self.backbone = PerceptionBackbone() if config.backbone == "perception" else None
         if self.backbone is None:
             layers = [conv_block(3 if i == 0 else config.channels, config.channels, stride=2)
@@ -221,6 +259,9 @@ class PixelRelationNetwork(nn.Module):
         """(B, g_width): g over every pair of cells (`objects` from `cells`) and the question, averaged."""
         question = self.question(words)
         low = self.config.relation_precision == "bfloat16"
+        if low and objects.device.type == "cpu" and (
+                not cpu_computes_bfloat16() if self.emulate_bfloat16 is None else self.emulate_bfloat16):
+            return self._emulated_bfloat16_relations(objects, question)
         with torch.autocast(objects.device.type, dtype=torch.bfloat16, enabled=low):
             first = (
                 self.first_i(objects).unsqueeze(2)
@@ -230,6 +271,18 @@ class PixelRelationNetwork(nn.Module):
             # The mean, not Santoro's sum, over the pairs: the scale does not grow with the grid.
             pooled = self.g_rest(first).mean(dim=(1, 2))
         return pooled.float()
+
+    def _emulated_bfloat16_relations(self, objects: torch.Tensor, question: torch.Tensor) -> torch.Tensor:
+        """`relations` under bfloat16 autocast, its products in float32 (`bfloat16_linear`): bfloat16 values
+        between the layers, so the adds, ReLUs and the mean round as autocast's do."""
+        pairs = (
+            bfloat16_linear(self.first_i, objects).unsqueeze(2)
+            + bfloat16_linear(self.first_j, objects).unsqueeze(1)
+            + bfloat16_linear(self.first_q, question)[:, None, None, :]
+        )
+        for layer in self.g_rest:
+            pairs = bfloat16_linear(layer, pairs) if isinstance(layer, nn.Linear) else layer(pairs)
+        return pairs.mean(dim=(1, 2)).float()
 
     def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
         """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
@@ -313,6 +366,18 @@ class FiLMNetwork(nn.Module):
         """What the frozen part of the network makes of the images: the backbone's features, or the
         normalised pixels without a backbone."""
         return normalise_images(images) if self.backbone is None else self.backbone(images)
+
+    def _emulated_bfloat16_relations(self, objects: torch.Tensor, question: torch.Tensor) -> torch.Tensor:
+        """`relations` under bfloat16 autocast, its products in float32 (`bfloat16_linear`): bfloat16 values
+        between the layers, so the adds, ReLUs and the mean round as autocast's do."""
+        pairs = (
+            bfloat16_linear(self.first_i, objects).unsqueeze(2)
+            + bfloat16_linear(self.first_j, objects).unsqueeze(1)
+            + bfloat16_linear(self.first_q, question)[:, None, None, :]
+        )
+        for layer in self.g_rest:
+            pairs = bfloat16_linear(layer, pairs) if isinstance(layer, nn.Linear) else layer(pairs)
+        return pairs.mean(dim=(1, 2)).float()
 
     def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
         """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
