@@ -42,7 +42,7 @@ from benchmarks.examples_study import (
 from clevr_game.cli import main
 from clevr_game.errors import InputError
 from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
-from clevr_game.text import default_word_vocabulary
+from clevr_game.text import WordVocabulary, default_word_vocabulary
 from players.pixel.checkpoint import build_model as build_pixel_model
 from players.pixel.checkpoint import load_player_file
 from players.pixel.data import load_pixel_data, select_scenes
@@ -375,6 +375,18 @@ def test_early_stopping_survives_a_resume(dataset, tmp_path):
     assert len(runs) == 15 and runs[-1].step == 15 and after.step == 15
     assert [point["step"] for point in after.curve] == [5, 10, 15]
     assert runs[-1].resumed_seconds >= runs[-2].resumed_seconds > 0.0
+
+
+def test_a_resume_on_data_with_other_words_is_one_line(dataset, tmp_path):
+    split = split_scenes(dataset.scenes, 0.5, trial=0, seed=0, validation_share=0.1)
+    options = TrainingOptions(player="state-transformer", data="in memory", out=str(tmp_path / "p.pt"), steps=4,
+                              batch_size=16, model_config=TINY, log_dir="", progress=False, max_minutes=1e-9)
+    fit = questions_of(dataset.tensors, split.train)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert train(options, PreparedData(fit, dataset.vocabulary)).cut
+    other = WordVocabulary([*dataset.vocabulary.words[2:], "zebra"])
+    with pytest.raises(InputError, match=r"p\.pt\.ckpt: was trained on another word list"):
+        train(replace(options, resume=True), PreparedData(fit, other))
 
 
 def test_a_run_folder_of_another_trial_or_setting_starts_afresh(tmp_path):

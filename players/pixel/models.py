@@ -368,18 +368,6 @@ class FiLMNetwork(nn.Module):
         normalised pixels without a backbone."""
         return normalise_images(images) if self.backbone is None else self.backbone(images)
 
-    def _emulated_bfloat16_relations(self, objects: torch.Tensor, question: torch.Tensor) -> torch.Tensor:
-        """`relations` under bfloat16 autocast, its products in float32 (`bfloat16_linear`): bfloat16 values
-        between the layers, so the adds, ReLUs and the mean round as autocast's do."""
-        pairs = (
-            bfloat16_linear(self.first_i, objects).unsqueeze(2)
-            + bfloat16_linear(self.first_j, objects).unsqueeze(1)
-            + bfloat16_linear(self.first_q, question)[:, None, None, :]
-        )
-        for layer in self.g_rest:
-            pairs = bfloat16_linear(layer, pairs) if isinstance(layer, nn.Linear) else layer(pairs)
-        return pairs.mean(dim=(1, 2)).float()
-
     def forward(self, images: torch.Tensor, words: torch.Tensor, image_of: torch.Tensor | None = None) -> torch.Tensor:
         """Answer logits; question q asks about images[image_of[q]] (images[q] without `image_of`)."""
         return self.answer(self.image_features(images), words, image_of)
