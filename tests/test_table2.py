@@ -252,6 +252,19 @@ def test_spearman_across_players_and_the_worst_minigame():
     assert table2.spearman([1, 2], [2, 1]).p_value is None
 
 
+@pytest.mark.parametrize("x, y", [
+    ([0.9, 0.7, 0.7, 0.5, 0.2], [0.01, 0.05, 0.02, 0.02, 0.3]),  # ties on both sides
+    ([0.3, 0.1, 0.8, 0.6, 0.5], [0.2, 0.4, 0.1, 0.3, 0.5]),
+])
+def test_the_exact_spearman_p_is_scipys_test_permuting_both_samples(x, y):
+    both = scipy_stats.permutation_test((x, y), lambda a, b: scipy_stats.spearmanr(a, b).statistic,
+                                        permutation_type="pairings", n_resamples=math.inf)
+    test = table2.spearman(x, y)
+    assert test.note == "exact permutation p"
+    assert test.statistic == pytest.approx(scipy_stats.spearmanr(x, y).statistic)
+    assert test.p_value == pytest.approx(both.pvalue)
+
+
 def test_clean_accuracy_weighs_each_distinct_minigame_by_its_items():
     records = [dict(_record("p", "state", 10, 0, seed, 0.0), clean_accuracy=0.5) for seed in range(3)]
     records.append(dict(_record("p", "pixel", 100, 0, 0, 0.0), clean_accuracy=0.9))
