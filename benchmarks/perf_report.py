@@ -18,13 +18,17 @@ import math
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from scipy import stats as scipy_stats
 
 from benchmarks import table2
 from benchmarks.report import build_report
 from benchmarks.timing import print_table, row
+
+T = TypeVar("T")
 
 
 def _spearman_permuting_both(x: list[float], y: list[float]) -> float:
@@ -33,7 +37,7 @@ def _spearman_permuting_both(x: list[float], y: list[float]) -> float:
         permutation_type="pairings", n_resamples=math.inf).pvalue)
 
 
-def _timed(work, *args):  # noqa: ANN001, ANN202 - a stopwatch around any call
+def _timed(work: Callable[..., T], *args: object) -> tuple[T, float]:
     started = time.perf_counter()
     value = work(*args)
     return value, time.perf_counter() - started
