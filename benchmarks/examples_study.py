@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     from players.pixel.images import ImageSpec
 
 RESULTS_FILE = "study.jsonl"
+SUPERSEDED_FILE = "superseded.jsonl"
+"""Records taken out of a study by a change of its protocol (kept, never read by the study)."""
 LOCK_FILE = ".study.lock"
 """Held by the run writing a results folder: `study.jsonl` is rewritten from the records one run holds, so a
 second writer (another run, or a merge) would drop the first one's trials. The system frees it when the run
@@ -91,6 +93,13 @@ do: a trial trains what the shipped player trained, and film's step costs half o
 pixel-rn's g over its 2,304 cell pairs runs in bfloat16: 1.8 times faster on the same 1,000-step trial, which
 reached 0.7385 against float32's 0.7444 (docs/exhaustive.md, "pixel-rn in bfloat16").
 `--pixel-config` is laid over these (`{"film": {"backbone": "none"}}` learns from pixels)."""
+
+STUDY_MIN_STEP_SHARES: dict[str, float] = {"pixel-rn": 0.5}
+"""Share of the step budget a player's trials train before early stopping may end them. pixel-rn sits on a
+plateau near the majority answers' accuracy for hundreds of steps before it learns (2-one at 75%: validation
+0.24-0.37 until step 600, 0.74 at 700); with patience 5 alone, three of its first ten trials stopped on the
+plateau at steps 700-800 and scored 0.42-0.50 on unseen scenes, below trials with less data that had left it
+(docs/exhaustive.md, "Plateaus and a minimum of steps")."""
 
 TRIAL_FILE = "trial.json"
 """In a trial's run folder (RESULTS/work/KEY): what the checkpoint beside it belongs to."""
@@ -201,12 +210,18 @@ class StudyOptions:
         """A pixel player's model config: the study's (STUDY_PIXEL_CONFIGS) with `pixel_config`'s laid over it."""
         return {**STUDY_PIXEL_CONFIGS.get(player, {}), **self.pixel_config.get(player, {})}
 
+    def min_steps(self, player: str) -> int:
+        """The step before which `player`'s trials do not stop early (STUDY_MIN_STEP_SHARES)."""
+        return int(round(STUDY_MIN_STEP_SHARES.get(player, 0.0) * self.steps))
+
     def settings(self, player: str | None = None) -> dict[str, Any]:
         """The settings `player`'s trials depend on (None: a state player's)."""
         settings = {key: getattr(self, key) for key in _SETTINGS}
         if player in PIXEL_PLAYERS:
             settings["model_config"] = self.pixel_model_config(player)
             settings.update({key: getattr(self, key) for key in _PIXEL_SETTINGS})
+            if self.min_steps(player):  # absent at 0, as in the records made before minimums existed
+                settings["min_steps"] = self.min_steps(player)
         return settings
 
 
@@ -277,9 +292,27 @@ def _check_settings(records: dict[str, dict[str, Any]], options: StudyOptions, o
     for record in records.values():
         wanted = options.settings(record.get("player"))
         for key, value in record.get("settings", {}).items():
-            if key in wanted and wanted[key] != value:
+            if key != "min_steps" and key in wanted and wanted[key] != value:
                 raise InputError(f"{out / RESULTS_FILE}: recorded with {key}={value!r}, not {wanted[key]!r} "
                                  "(a study continues with its own settings; use another --out)")
+        minimum = wanted.get("min_steps", 0)
+        if not runs_as_under_min_steps(record, minimum):
+            raise InputError(f"{out / RESULTS_FILE}: trial {record['key']} was recorded with min_steps="
+                             f"{record.get('settings', {}).get('min_steps', 0)} and stopped at step {record['steps']}; its "
+                             f"player's trials now train at least {minimum} steps (move its line out of "
+                             f"{RESULTS_FILE}, into {SUPERSEDED_FILE} say, and the study runs it again)")
+
+
+def runs_as_under_min_steps(record: dict[str, Any], minimum: int) -> bool:
+    """Whether `record`'s trial is the one a run with early stopping held off until step `minimum` gives.
+
+    A run recorded under a lower minimum that did not stop before `minimum` is: the
+    minimum only holds back stops, and this run met none before it.
+    """
+    recorded = record.get("settings", {}).get("min_steps", 0)
+    if recorded == minimum:
+        return True
+    return recorded < minimum and (not record["stopped_early"] or record["steps"] >= minimum)
 
 
 _RUN_FIELDS = ("seconds", "data")
@@ -419,7 +452,7 @@ def run_pixel_trial(dataset: LoadedDataset, player: str, fraction: float, trial:
         seed=options.seed * 1000 + trial, eval_every=options.eval_every, eval_size=len(validation),
         checkpoint_minutes=TRIAL_CHECKPOINT_MINUTES, max_minutes=minutes_left,
         model_config=options.pixel_model_config(player), threads=options.threads, log_dir="", progress=False,
-        patience=options.patience, command=options.command,
+        patience=options.patience, min_steps=options.min_steps(player), command=options.command,
     )
     training.resume = resumable(run_dir, training, options.settings(player))
     with contextlib.redirect_stdout(io.StringIO()):  # the trainer's per-evaluation lines; the curve keeps them

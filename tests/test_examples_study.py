@@ -34,6 +34,7 @@ from benchmarks.examples_study import (
     resumable,
     run_study,
     run_trial,
+    runs_as_under_min_steps,
     split_scenes,
     trial_key,
     write_records,
@@ -299,6 +300,59 @@ def test_early_stopping_keeps_the_best_weights():
     assert stopping.update(0.4, model)  # two: stop
     stopping.restore(model)
     assert all(torch.equal(best[k], v) for k, v in model.state_dict().items())
+
+
+def test_early_stopping_holds_off_until_the_minimum_step():
+    model = build_model("transformer", TINY, 10, 4)
+    stopping = EarlyStopping(patience=2, min_steps=30)
+    assert not stopping.after_evaluation(0.5, model, 10, last_step=False)
+    assert not stopping.after_evaluation(0.5, model, 20, last_step=False)
+    assert not stopping.after_evaluation(0.4, model, 25, last_step=False)  # patience spent, the minimum not
+    assert stopping.exhausted and not stopping.has_stopped(25)
+    assert stopping.after_evaluation(0.5, model, 30, last_step=False) and stopping.has_stopped(30)
+
+
+def test_pixel_training_with_a_minimum_step_stops_there_and_continues_there_when_cut(few_pixels, tmp_path):
+    # The zero learning rate of the test above: patience is spent at step 15, the minimum holds the run to 25.
+    few, data, vocabulary = few_pixels
+    prepared = PreparedPixelData(select_scenes(data, np.arange(20)), vocabulary, select_scenes(data, np.arange(20, 30)))
+
+    def run(out: str, **changes: Any) -> Any:
+        options = PixelTrainingOptions(player="object-transformer", data=few, out=out, steps=1000, batch_size=16,
+                                       learning_rate=0.0, warmup_steps=1, eval_every=5,
+                                       model_config=TINY_OBJECT_TRANSFORMER, log_dir="", progress=False, patience=2,
+                                       min_steps=25, checkpoint_minutes=1e9, **changes)
+        with contextlib.redirect_stdout(io.StringIO()):
+            return train_pixel(options, prepared)
+
+    uncut = run(str(tmp_path / "uncut.pt"))
+    assert uncut.step == 25 and [point["step"] for point in uncut.curve] == [5, 10, 15, 20, 25]
+    cut = run(str(tmp_path / "cut.pt"), max_minutes=1e-9)  # one step, then cut
+    for _ in range(15):
+        cut = run(str(tmp_path / "cut.pt"), max_minutes=1e-9, resume=True)
+    assert cut.step == 16 and cut.cut  # resumed past its spent patience, before the minimum: trained on
+    assert run(str(tmp_path / "cut.pt"), resume=True).step == 25
+
+
+def test_a_record_from_before_a_minimum_step_counts_when_its_run_met_no_stop_before_it(folder, tmp_path):
+    def record(steps: int, stopped_early: bool, **settings: Any) -> dict[str, Any]:
+        return {"key": "2-one__pixel-rn__f0.5__t0", "player": "pixel-rn", "steps": steps,
+                "stopped_early": stopped_early, "settings": {"steps": 2000, **settings}}
+
+    assert runs_as_under_min_steps(record(2000, False), 1000)  # ran the whole budget
+    assert runs_as_under_min_steps(record(1300, True), 1000)  # stopped past the minimum: the same stop
+    assert runs_as_under_min_steps(record(1000, True), 1000)
+    assert not runs_as_under_min_steps(record(800, True), 1000)  # would have trained on
+    assert runs_as_under_min_steps(record(800, True, min_steps=1000), 1000)
+    assert not runs_as_under_min_steps(record(1300, True, min_steps=1000), 0)  # a lower minimum may stop sooner
+
+    options = StudyOptions(data=[folder], players=["pixel-rn"], fractions=[0.5], trials=1,
+                           out=str(tmp_path), steps=2000)
+    assert options.settings("pixel-rn")["min_steps"] == 1000 and "min_steps" not in options.settings("film")
+    write_records(tmp_path, {"2-one__pixel-rn__f0.5__t0": {**record(800, True), "accuracy": 0.5}})
+    with pytest.raises(InputError, match=r"trial 2-one__pixel-rn__f0.5__t0 was recorded with min_steps=0 and "
+                                         r"stopped at step 800; its player's trials now train at least 1000 steps"):
+        run_study(replace(options, report_only=True), log=lambda line: None)
 
 
 def test_training_stops_after_patience_evaluations_without_gain(dataset, tmp_path):

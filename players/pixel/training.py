@@ -137,6 +137,8 @@ class PixelTrainingOptions(LoopOptions):
     patience: int | None = None
     """Held-out evaluations without a better accuracy before the run stops, keeping the best weights
     (None: no early stopping, the run uses its whole step budget)."""
+    min_steps: int = 0
+    """With `patience`: the run does not stop before this step (`EarlyStopping.min_steps`)."""
 
     @property
     def kind(self) -> str:
@@ -569,7 +571,7 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
         })
         save_player_file(options.out, player_file)
 
-    stopping = resumed_stopping(options.patience, checkpoint)
+    stopping = resumed_stopping(options.patience, checkpoint, options.min_steps)
 
     def record_evaluation() -> bool:
         if eval_data is None:
@@ -594,7 +596,7 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
               f"{len(train_data)} questions on {train_data.images.shape[0]} images ({spec.label}), "
               f"from step {state.step} of {options.steps}; majority answer {baseline}", flush=True)
     settings = options.loop_settings(log_every=20, smoothing=0.05)
-    if stopping is not None and stopping.exhausted:  # resumed after its early stop: nothing left to train
+    if stopping is not None and stopping.has_stopped(state.step):  # resumed after its early stop: nothing left
         settings = replace(settings, steps=state.step)
     result = run_loop(model, state, settings, lambda step: task.loss(train_data, schedule.indices(step)),
                       save, record_evaluation, started=started, writer=writer)

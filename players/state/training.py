@@ -102,6 +102,9 @@ class EarlyStopping:
     """The best held-out accuracy so far and its weights; `update` says when `patience` evaluations brought nothing better."""
 
     patience: int
+    min_steps: int = 0
+    """No stop before this step, however many evaluations brought nothing better: a model that sits on a plateau
+    before it starts to learn (pixel-rn: docs/exhaustive.md, "Plateaus and a minimum of steps") is not stopped on it."""
     best: float = -1.0
     stale: int = 0
     weights: dict[str, torch.Tensor] | None = None
@@ -120,8 +123,12 @@ class EarlyStopping:
 
     @property
     def exhausted(self) -> bool:
-        """`patience` evaluations in a row brought nothing better: the run has stopped."""
+        """`patience` evaluations in a row brought nothing better."""
         return self.stale >= self.patience
+
+    def has_stopped(self, step: int) -> bool:
+        """Whether a run at `step` (its last evaluation's) has stopped: patience exhausted, past `min_steps`."""
+        return self.exhausted and step >= self.min_steps
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps, so a resumed run stops where an uncut one would, with the same best weights."""
@@ -138,11 +145,11 @@ class EarlyStopping:
         """
         from tqdm import tqdm
 
-        stop = self.update(accuracy, model)
+        stop = self.update(accuracy, model) and step >= self.min_steps
         if stop or last_step:
             self.restore(model)
         if stop:
-            tqdm.write(f"stopping at step {step}: no better held-out accuracy in {self.patience} "
+            tqdm.write(f"stopping at step {step}: no better held-out accuracy in {self.stale} "
                        f"evaluations; kept the best ({self.best:.4f})")
         return stop
 
@@ -179,11 +186,12 @@ class TrainingResult:
     """Ended by --max-minutes before its step budget and any early stop: `--resume` continues it."""
 
 
-def resumed_stopping(patience: int | None, checkpoint: dict[str, Any] | None) -> EarlyStopping | None:
+def resumed_stopping(patience: int | None, checkpoint: dict[str, Any] | None,
+                     min_steps: int = 0) -> EarlyStopping | None:
     """The early stopping of a run: fresh, or as the resumed checkpoint left it."""
     if patience is None:
         return None
-    stopping = EarlyStopping(patience)
+    stopping = EarlyStopping(patience, min_steps)
     if checkpoint is not None and "early_stopping" in checkpoint:
         stopping.load_state_dict(checkpoint["early_stopping"])
     return stopping
@@ -378,7 +386,7 @@ def _train(options: TrainingOptions, prepared: PreparedData | None = None) -> Tr
         print(f"{options.player}: {parameter_count(model)} parameters, {len(train_tensors)} training questions, "
               f"{len(vocabulary)} words, from step {state.step} of {options.steps}", flush=True)
     settings = options.loop_settings(log_every=50, smoothing=0.02)
-    if stopping is not None and stopping.exhausted:  # resumed after its early stop: nothing left to train
+    if stopping is not None and stopping.has_stopped(state.step):  # resumed after its early stop: nothing left
         settings = replace(settings, steps=state.step)
     result = run_loop(model, state, settings, loss_at, save, record_evaluation, started=started, writer=writer)
     if writer is not None:
