@@ -851,6 +851,21 @@ def plot(lines: dict[tuple[str, str], list[Point]], path: Path) -> None:
     plt.close(fig)
 
 
+def _protocol_notes(out: Path, records: list[dict[str, Any]]) -> list[str]:
+    """Report lines on the minimum steps players' trials train and on records a protocol change took out."""
+    minimums = sorted({(r["player"], r["settings"]["min_steps"]) for r in records
+                       if r.get("settings", {}).get("min_steps")})
+    notes = [f"{player}'s trials train at least {steps:,} steps before early stopping may end them "
+             "(its records made before that minimum stand where their runs met no stop before it)."
+             for player, steps in minimums]
+    superseded = out / SUPERSEDED_FILE
+    if superseded.is_file():
+        count = sum(1 for line in superseded.read_text().splitlines() if line.strip())
+        notes.append(f"{count} records taken out by a change of protocol are kept in `{SUPERSEDED_FILE}` "
+                     "(not read by the study; their trials ran again).")
+    return ["", *notes] if notes else []
+
+
 def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path:
     """RESULTS/report.md (and figure.png when there is a record)."""
     lines = summarise(records)
@@ -889,6 +904,7 @@ def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path
                             f"| {p.trials} | {bound[(dataset, player, p.fraction)]} |")
         seconds = sum(r.get("seconds", 0.0) for r in records)
         text += ["", f"{len(records)} trials, {seconds / 60:.1f} minutes of training and evaluation in all."]
+        text += _protocol_notes(out, records)
     else:
         text.append("No trial recorded yet.")
     path = out / REPORT_FILE

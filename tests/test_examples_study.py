@@ -23,6 +23,7 @@ import torch
 from benchmarks.examples_study import (
     LOCK_FILE,
     RESULTS_FILE,
+    SUPERSEDED_FILE,
     StudyOptions,
     _check_models,
     _remember_detections,
@@ -729,3 +730,14 @@ def test_a_line_not_yet_measured_at_the_larger_shares_is_not_called_short(tmp_pa
                                      late], "").read_text()
     assert "| d | state-transformer | not reached |  | 1 |" in report  # measured throughout: short
     assert "| e | state-transformer | not reached up to 0.1 (no trials above it yet) |  | 1 |" in report
+
+
+def test_the_report_says_which_players_train_a_minimum_of_steps_and_what_was_superseded(tmp_path):
+    plain = _record(0.5, 0.95, stopped_early=True)
+    held = {**_record(0.5, 0.7, stopped_early=True), "player": "pixel-rn", "settings": {"min_steps": 1000}}
+    assert "minimum" not in write_report(tmp_path, [plain], "").read_text()
+    (tmp_path / SUPERSEDED_FILE).write_text(json.dumps(held) + "\n" + json.dumps(held) + "\n")
+    report = write_report(tmp_path, [plain, held], "").read_text()
+    assert "pixel-rn's trials train at least 1,000 steps before early stopping may end them" in report
+    assert "state-transformer's trials train" not in report
+    assert f"2 records taken out by a change of protocol are kept in `{SUPERSEDED_FILE}`" in report
