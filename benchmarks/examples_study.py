@@ -862,7 +862,7 @@ def _protocol_notes(out: Path, records: list[dict[str, Any]]) -> list[str]:
     if superseded.is_file():
         count = sum(1 for line in superseded.read_text().splitlines() if line.strip())
         notes.append(f"{count} records taken out by a change of protocol are kept in `{SUPERSEDED_FILE}` "
-                     "(not read by the study; their trials ran again).")
+                     "(not read by the study, which runs their trials again).")
     return ["", *notes] if notes else []
 
 
