@@ -27,12 +27,17 @@ def row(name: str, unit: str, baseline: float, value: float, goal: str = "") -> 
             "ratio": value / baseline if baseline else float("inf"), "goal": goal}
 
 
+def figure(value: float) -> str:
+    """One decimal from 1 up; three significant digits below, so a slow baseline (0.0025 tests/s) is not 0.0."""
+    return f"{value:.1f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+
+
 def print_table(rows: list[dict]) -> None:
     header = f"{'benchmark':<48} {'baseline':>12} {'value':>12} {'ratio':>8}  unit  goal"
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['name']:<48} {r['baseline']:>12.1f} {r['value']:>12.1f} {r['ratio']:>7.1f}x  "
+        print(f"{r['name']:<48} {figure(r['baseline']):>12} {figure(r['value']):>12} {r['ratio']:>7.1f}x  "
               f"{r['unit']}  {r.get('goal', '')}")
 
 

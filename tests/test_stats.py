@@ -150,3 +150,10 @@ def test_set_answer_trials_get_a_jaccard_loss_per_adversary():
     assert rows["trained"]["jaccard_loss"]["mean"] == pytest.approx(np.mean(losses))
     assert rows["trained"]["jaccard_loss"]["ci95"] == list(bootstrap_ci(losses))
     assert rows["random"]["jaccard_loss"]["mean"] == pytest.approx(0.01)
+
+
+def test_benchmark_tables_keep_a_slow_baseline_visible():
+    from benchmarks.timing import figure
+
+    assert figure(1 / 406.16) == "0.00246"  # perf_report's scipy baseline, one test in 406 s
+    assert figure(13718.94) == "13718.9" and figure(1.0) == "1.0" and figure(0.0) == "0.0"
