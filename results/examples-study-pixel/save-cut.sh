@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Copies the checkpoints of pixel-rn's cut trials (runs/exhaustive/rn-{2,3}obj/work/) into
+# results/examples-study-pixel/cut/rn-{2,3}obj/ to be committed: runs/ does not survive a new machine,
+# and pixel-rn.sh restores them from there. A side folder that ran (it has a study.jsonl) replaces its
+# saved copy, or removes it when no trial of it is cut; one that is absent leaves its copy alone.
+set -euo pipefail
+committed=results/examples-study-pixel
+for objects in 2obj 3obj; do
+  side=runs/exhaustive/rn-$objects
+  saved=$committed/cut/rn-$objects
+  [ -f "$side/study.jsonl" ] || continue
+  rm -rf "$saved"
+  if [ -d "$side/work" ] && [ -n "$(ls -A "$side/work")" ]; then
+    mkdir -p "$saved"
+    cp -r "$side/work/." "$saved/"
+    echo "saved $(ls "$saved" | wc -l) cut trial(s) of $side into $saved"
+  else
+    echo "$side: no cut trial"
+  fi
+done
