@@ -11,9 +11,13 @@ for objects in 2obj 3obj; do
   [ -f "$side/study.jsonl" ] || continue
   rm -rf "$saved"
   if [ -d "$side/work" ] && [ -n "$(ls -A "$side/work")" ]; then
-    mkdir -p "$saved"
-    cp -r "$side/work/." "$saved/"
-    echo "saved $(ls "$saved" | wc -l) cut trial(s) of $side into $saved"
+    for run in "$side"/work/*/; do
+      [ -f "$run/player.pt.ckpt" ] || continue  # cut before its first checkpoint: nothing to keep
+      mkdir -p "$saved/$(basename "$run")"
+      # The checkpoint alone resumes a trial (about 4.4 MB); the player file beside it is written again.
+      cp "$run/trial.json" "$run/player.pt.ckpt" "$saved/$(basename "$run")/"
+    done
+    echo "saved $(ls "$saved" 2>/dev/null | wc -l) cut trial(s) of $side into $saved"
   else
     echo "$side: no cut trial"
   fi
