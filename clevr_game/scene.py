@@ -80,7 +80,10 @@ def project_to_pixels(
     """(N, 3) world coordinates -> (N, 3) CLEVR pixel_coords (x, y from top-left, depth)."""
     rotation = matrix_world[:3, :3]
     origin = matrix_world[:3, 3]
-    cam = (np.asarray(coords, dtype=np.float64) - origin) @ rotation
+    offset = np.asarray(coords, dtype=np.float64) - origin
+    # Elementwise sums in a fixed order, not a BLAS product: BLAS picks fused multiply-adds or not
+    # by CPU, which moved depth's last digit between machines and so the bytes of written scenes.
+    cam = offset[:, 0:1] * rotation[0] + offset[:, 1:2] * rotation[1] + offset[:, 2:3] * rotation[2]
     depth = -cam[:, 2]
     scale = CAMERA_LENS_MM / CAMERA_SENSOR_WIDTH_MM
     u = 0.5 + cam[:, 0] / depth * scale
