@@ -9,6 +9,7 @@ import pytest
 
 from clevr_game.errors import InputError
 from clevr_game.scene import (
+    CAMERA_MATRIX_WORLD,
     DEFAULT_DIRECTIONS,
     load_scenes,
     parse_scene,
@@ -53,6 +54,20 @@ def test_pixel_projection_is_within_camera_jitter_of_real_clevr(clevr_real):
     errors = np.concatenate(errors)
     assert errors.mean() < 4.0
     assert np.median(errors) < 3.0
+
+
+def test_pixel_depth_is_the_same_bits_on_every_cpu():
+    # Plain Python floats round each product and sum on their own; a BLAS product may fuse them
+    # on one CPU and not on another, which changed the shipped sample's bytes between machines.
+    rng = np.random.default_rng(0)
+    coords = rng.uniform(-3.0, 3.0, size=(200, 3))
+    rotation = CAMERA_MATRIX_WORLD[:3, :3].tolist()
+    origin = CAMERA_MATRIX_WORLD[:3, 3].tolist()
+    depths = project_to_pixels(coords)[:, 2].tolist()
+    for point, depth in zip(coords.tolist(), depths, strict=True):
+        offset = [point[k] - origin[k] for k in range(3)]
+        expected = -((offset[0] * rotation[0][2] + offset[1] * rotation[1][2]) + offset[2] * rotation[2][2])
+        assert depth == expected
 
 
 def _scene_dict(**object_overrides):
