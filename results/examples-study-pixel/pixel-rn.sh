@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# pixel-rn's trials of the examples study, one object count per process, into a side folder
-# runs/exhaustive/rn-{2,3}obj that is merged into results/examples-study-pixel afterwards
-# (docs/exhaustive.md, "Where it stands"). Run from the checkout's root:
-#   results/examples-study-pixel/pixel-rn.sh {2obj|3obj} MAX_MINUTES
+# pixel-rn's trials of the examples study, one process per side folder runs/exhaustive/rn-MODE, merged
+# into results/examples-study-pixel afterwards (docs/exhaustive.md, "Where it stands"). Run from the
+# checkout's root:
+#   results/examples-study-pixel/pixel-rn.sh {2obj|3obj|3obj-b} MAX_MINUTES
+# 3obj-b is a second 3-object process for a core the others leave free: it takes 3-two and 3-one in
+# the opposite order to 3obj's, so the two meet on at most one trial, and each skips what the other
+# recorded once both are merged and committed.
 # A trial cut by MAX_MINUTES is checkpointed under the side folder's work/; a copy committed under
 # results/examples-study-pixel/cut/ (made by save-cut.sh) is restored when the side folder has none.
 set -euo pipefail
-objects=${1:?2obj or 3obj}
+objects=${1:?2obj, 3obj or 3obj-b}
 minutes=${2:?MAX_MINUTES}
 case $objects in
-  2obj) count=2 ;;
-  3obj) count=3 ;;
-  *) echo "pixel-rn.sh: $objects: expected 2obj or 3obj" >&2; exit 2 ;;
+  2obj) datasets=(2-one 2-two 2-mix) ;;
+  3obj) datasets=(3-one 3-two 3-mix) ;;
+  3obj-b) datasets=(3-two 3-one) ;;
+  *) echo "pixel-rn.sh: $objects: expected 2obj, 3obj or 3obj-b" >&2; exit 2 ;;
 esac
 d=runs/exhaustive
+data=$(printf "$d/%s," "${datasets[@]}")
 side=$d/rn-$objects
 committed=results/examples-study-pixel
 mkdir -p "$side"
@@ -22,7 +27,9 @@ if [ ! -d "$side/work" ] && [ -d "$committed/cut/rn-$objects" ]; then
   mkdir -p "$side/work"
   cp -r "$committed/cut/rn-$objects/." "$side/work/"
 fi
-exec clevr-game study examples --data "$d/$count-one,$d/$count-two,$d/$count-mix" \
+# Merging the committed records in lets a side folder kept from an earlier session skip the trials
+# another process has recorded since.
+exec clevr-game study examples --data "${data%,}" --merge-from "$committed" \
   --players pixel-rn --fractions 0.01,0.05,0.1,0.25,0.5,0.75,0.9 --trials 3 \
   --out "$side" --steps 2000 --batch-size 128 --learning-rate 0.001 \
   --eval-every 100 --patience 5 --seed 0 --preset fast --image-size 128x96 \

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Copies the checkpoints of pixel-rn's cut trials (runs/exhaustive/rn-{2,3}obj/work/) into
-# results/examples-study-pixel/cut/rn-{2,3}obj/ to be committed: runs/ does not survive a new machine,
+# Copies the checkpoints of pixel-rn's cut trials (runs/exhaustive/rn-MODE/work/) into
+# results/examples-study-pixel/cut/rn-MODE/ to be committed: runs/ does not survive a new machine,
 # and pixel-rn.sh restores them from there. A side folder that ran (it has a study.jsonl) replaces its
 # saved copy, or removes it when no trial of it is cut; one that is absent leaves its copy alone.
 # A trial cut before step MIN_STEPS (default 200, a few minutes) is not kept: it starts again.
 set -euo pipefail
 min_steps=${MIN_STEPS:-200}
 committed=results/examples-study-pixel
-# A running study still moves its checkpoints on; both folders are checked before either is touched.
-for objects in 2obj 3obj; do
+# A running study still moves its checkpoints on; every folder is checked before any is touched.
+for objects in 2obj 3obj 3obj-b; do
   if pgrep -f "study examples .*--out runs/exhaustive/rn-$objects( |$)" >/dev/null; then
     echo "save-cut.sh: a study is still running into runs/exhaustive/rn-$objects; run this after it has ended" >&2
     exit 1
   fi
 done
-for objects in 2obj 3obj; do
+for objects in 2obj 3obj 3obj-b; do
   side=runs/exhaustive/rn-$objects
   saved=$committed/cut/rn-$objects
   [ -f "$side/study.jsonl" ] || continue
