@@ -3,9 +3,9 @@
 # into results/examples-study-pixel afterwards (docs/exhaustive.md, "Where it stands"). Run from the
 # checkout's root:
 #   results/examples-study-pixel/pixel-rn.sh {2obj|3obj|3obj-b} MAX_MINUTES
-# 3obj-b is a second 3-object process for a core the others leave free: it takes 3-two and 3-one in
-# the opposite order to 3obj's, so the two meet on at most one trial, and each skips what the other
-# recorded once both are merged and committed.
+# Since session 33 the three-object trials are split between two processes that never share a
+# dataset, so they never run the same trial: 3obj runs 3-mix, 3obj-b runs 3-two and 3-one (only their
+# round 3 was left; before, 3obj ran all three). Run both, side by side or one after the other.
 # A trial cut by MAX_MINUTES is checkpointed under the side folder's work/; a copy committed under
 # results/examples-study-pixel/cut/ (made by save-cut.sh) is restored when the side folder has none.
 set -euo pipefail
@@ -13,7 +13,7 @@ objects=${1:?2obj, 3obj or 3obj-b}
 minutes=${2:?MAX_MINUTES}
 case $objects in
   2obj) datasets=(2-one 2-two 2-mix) ;;
-  3obj) datasets=(3-one 3-two 3-mix) ;;
+  3obj) datasets=(3-mix) ;;
   3obj-b) datasets=(3-two 3-one) ;;
   *) echo "pixel-rn.sh: $objects: expected 2obj, 3obj or 3obj-b" >&2; exit 2 ;;
 esac
