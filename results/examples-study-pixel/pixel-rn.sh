@@ -2,20 +2,23 @@
 # pixel-rn's trials of the examples study, one process per side folder runs/exhaustive/rn-MODE, merged
 # into results/examples-study-pixel afterwards (docs/exhaustive.md, "Where it stands"). Run from the
 # checkout's root:
-#   results/examples-study-pixel/pixel-rn.sh {2obj|3obj|3obj-b} MAX_MINUTES
+#   results/examples-study-pixel/pixel-rn.sh {2obj|3obj|3obj-b|3obj-c} MAX_MINUTES
 # Since session 33 the three-object trials are split between two processes that never share a
 # dataset, so they never run the same trial: 3obj runs 3-mix, 3obj-b runs 3-two and 3-one (only their
 # round 3 was left; before, 3obj ran all three). Run both, side by side or one after the other.
+# 3obj-c (session 38) runs 3-one alone in a side folder of its own: it took 3-one at 90%, trial 2,
+# while 3obj-b finished 3-one at 75%; run it instead of 3obj-b, never beside it.
 # A trial cut by MAX_MINUTES is checkpointed under the side folder's work/; a copy committed under
 # results/examples-study-pixel/cut/ (made by save-cut.sh) is restored when the side folder has none.
 set -euo pipefail
-objects=${1:?2obj, 3obj or 3obj-b}
+objects=${1:?2obj, 3obj, 3obj-b or 3obj-c}
 minutes=${2:?MAX_MINUTES}
 case $objects in
   2obj) datasets=(2-one 2-two 2-mix) ;;
   3obj) datasets=(3-mix) ;;
   3obj-b) datasets=(3-two 3-one) ;;
-  *) echo "pixel-rn.sh: $objects: expected 2obj, 3obj or 3obj-b" >&2; exit 2 ;;
+  3obj-c) datasets=(3-one) ;;
+  *) echo "pixel-rn.sh: $objects: expected 2obj, 3obj, 3obj-b or 3obj-c" >&2; exit 2 ;;
 esac
 d=runs/exhaustive
 data=$(printf "$d/%s," "${datasets[@]}")

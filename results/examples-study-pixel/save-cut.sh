@@ -8,13 +8,13 @@ set -euo pipefail
 min_steps=${MIN_STEPS:-200}
 committed=results/examples-study-pixel
 # A running study still moves its checkpoints on; every folder is checked before any is touched.
-for objects in 2obj 3obj 3obj-b; do
+for objects in 2obj 3obj 3obj-b 3obj-c; do
   if pgrep -f "study examples .*--out runs/exhaustive/rn-$objects( |$)" >/dev/null; then
     echo "save-cut.sh: a study is still running into runs/exhaustive/rn-$objects; run this after it has ended" >&2
     exit 1
   fi
 done
-for objects in 2obj 3obj 3obj-b; do
+for objects in 2obj 3obj 3obj-b 3obj-c; do
   side=runs/exhaustive/rn-$objects
   saved=$committed/cut/rn-$objects
   [ -f "$side/study.jsonl" ] || continue
