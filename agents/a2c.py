@@ -151,8 +151,12 @@ class SuccessReplay:
 class A2CTrainer:
     def __init__(self, env: AdversarialVectorEnv, cache: FeatureCache | LiveFeatures, config: A2CConfig,
                  checkpoint: str | os.PathLike[str] | None = None,
-                 log: Callable[[int, dict], None] | None = None):
+                 log: Callable[[int, dict], None] | None = None,
+                 extra_state: Callable[[], dict] | None = None):
         self.env, self.cache, self.config = env, cache, config
+        # What the caller keeps with each checkpoint (a run's query count, so a resume counts every part).
+        self.extra_state = extra_state
+        self.restored_extra: dict = {}
         torch.manual_seed(config.seed)
         self.adversary = Adversary(cache.global_dim, cache.slot_dim, config.head_hidden, config.stay_bias)
         self.parameters = list(self.adversary.parameters()) + list(cache.parameters())
@@ -184,6 +188,7 @@ class A2CTrainer:
             "features": [p.detach().clone() for p in self.cache.parameters()],
             "torch_rng": self.generator.get_state(), "env": self.env.get_state(),
             "history": asdict(self.history), "replay": self.replay.state(), "best": self.best,
+            "extra": self.extra_state() if self.extra_state is not None else {},
         }
 
     def _restore(self) -> None:
@@ -204,6 +209,7 @@ class A2CTrainer:
         self.history = History(**{"dropped": [float("nan")] * len(state["history"]["steps"]), **state["history"]})
         self.replay.load(state["replay"])
         self.best = state.get("best")
+        self.restored_extra = state.get("extra") or {}
 
     def save(self) -> None:
         if self.checkpoint is not None:

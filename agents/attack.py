@@ -68,6 +68,7 @@ class AttackOptions:
     progress: bool = True
     threads: int = 1  # the batches are small: one thread beats two, and trials run side by side
     player_timeout: float | None = None  # seconds per answer of an external player (None: its default)
+    player_startup_timeout: float | None = None  # seconds for its first answer (None: its default)
     max_player_failures: int | None = DEFAULT_MAX_FAILURES
     failure_window: int = DEFAULT_FAILURE_WINDOW
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
@@ -103,7 +104,20 @@ def _learning_curve_png(history: Any, path: Path) -> None:
 
 
 def run_attack(options: AttackOptions) -> dict:
-    """Train, evaluate, write RUN/result.json; returns the result dict."""
+    """Train, evaluate, write RUN/result.json; returns the result dict.
+
+    One attack writes a run folder at a time: a second one into the same folder is
+    refused in one line (their checkpoints and results would overwrite each other).
+    """
+    from clevr_game.folder_lock import sole_writer
+
+    if Path(options.out).exists() and not Path(options.out).is_dir():
+        raise InputError(f"--out {options.out}: a file, not a folder")
+    with sole_writer(options.out, "attack"):
+        return _run_attack(options)
+
+
+def _run_attack(options: AttackOptions) -> dict:
     import torch
     from tqdm import tqdm
 
@@ -148,8 +162,10 @@ def run_attack(options: AttackOptions) -> dict:
     config = _resumable_config(out, config, options)
     _report_rounding(options.steps, config)
     rewards = Rewards(*options.rewards)
-    with load_guarded(options.player, timeout_s=options.player_timeout, max_failures=options.max_player_failures,
+    with load_guarded(options.player, timeout_s=options.player_timeout,
+                      startup_timeout_s=options.player_startup_timeout, max_failures=options.max_player_failures,
                       window=options.failure_window) as player:
+        earlier = FailureCount()  # the queries of the parts of this run before its last resume
         try:
             env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode, rewards=rewards,
                                        check_visibility=options.check_visibility)
@@ -159,7 +175,9 @@ def run_attack(options: AttackOptions) -> dict:
             writer = _tensorboard(out / "tb")
             log = (lambda step, metrics: [writer.add_scalar(f"train/{k}", v, step) for k, v in metrics.items()]) \
                 if writer else None
-            trainer = A2CTrainer(env, features, config, checkpoint=out / CHECKPOINT_FILE, log=log)
+            trainer = A2CTrainer(env, features, config, checkpoint=out / CHECKPOINT_FILE, log=log,
+                                 extra_state=lambda: {"player_count": asdict(combined(earlier, player.count))})
+            earlier = FailureCount(**trainer.restored_extra.get("player_count", {}))
             done = trainer.update * config.num_envs
             with tqdm(total=trainer.total_updates * config.num_envs, initial=done, desc="attack", unit="step",
                       disable=not options.progress, leave=False) as bar:
@@ -178,8 +196,8 @@ def run_attack(options: AttackOptions) -> dict:
                 random_valid = scores(evaluate(game, everyone, random_valid_actions(game, options.seed + 3),
                                                options.eval_samples, seed=options.seed + 1))
         except PlayerGaveUp as exc:
-            raise PlayerFailedRun(str(exc), player.count) from None
-        count = player.count
+            raise PlayerFailedRun(str(exc), combined(earlier, player.count)) from None
+        count = combined(earlier, player.count)
     trained_scores, random_scores = scores(trained), scores(random)
     _learning_curve_png(history, out / "learning_curve.png")
     result = {
@@ -193,6 +211,12 @@ def run_attack(options: AttackOptions) -> dict:
         "random_valid_consistency": random_valid.consistency if random_valid else None,
         "random_valid_drop": random_valid.drop if random_valid else None,
         "random_valid_invalid": random_valid.invalid if random_valid else None,
+        # Each evaluation's own failed answers: an item with one is unscored, never read as unchanged.
+        "random_eval_queries": random_scores.queries, "random_eval_player_errors": random_scores.player_errors,
+        "random_unscored_items": random_scores.unscored_items,
+        **({"random_valid_eval_queries": random_valid.queries,
+            "random_valid_eval_player_errors": random_valid.player_errors,
+            "random_valid_unscored_items": random_valid.unscored_items} if random_valid else {}),
         "eval_samples": options.eval_samples,
         "items": [r.to_json() for r in trained],
         "random_items": [{"item_id": r.item_id, "changed": r.changed, "dropped": r.dropped} for r in random],
@@ -203,7 +227,12 @@ def run_attack(options: AttackOptions) -> dict:
         "items_left_out": len(left_out),
         "left_out_items": left_out,
     }
-    failure = count.failure(options.max_error_rate)
+    failures = [count.failure(options.max_error_rate),
+                trained_scores.failure(options.max_error_rate, "the trained adversary's evaluation"),
+                random_scores.failure(options.max_error_rate, "the random adversary's evaluation"),
+                random_valid.failure(options.max_error_rate, "the random valid adversary's evaluation")
+                if random_valid else None]
+    failure = next((f for f in failures if f is not None), None)
     if failure is not None:
         result["failed"] = failure
     _write_manipulations(trained, out / MANIPULATIONS_FILE)
@@ -345,6 +374,22 @@ def _tensorboard(folder: Path) -> Any:
     return SummaryWriter(str(folder))
 
 
+def combined(earlier: FailureCount, now: FailureCount) -> FailureCount:
+    """The query count of a run's earlier parts (before a resume) and of this part together."""
+    return FailureCount(earlier.queries + now.queries, earlier.errors + now.errors,
+                        earlier.first_error or now.first_error)
+
+
 def last_line(result: dict) -> str:
-    return f"consistency: {result['consistency']:.4f} drop: {result['drop']:.4f}"
+    """`consistency: C drop: D [unscored: U eval-errors: E/Q] accuracy: A`.
+
+    The unscored items and the evaluation's failed queries appear only when there are
+    some; the clean accuracy always closes the line, so a player that ignores the scene
+    (never changes, never right) cannot pass for a robust one.
+    """
+    line = f"consistency: {result['consistency']:.4f} drop: {result['drop']:.4f}"
+    if result.get("unscored_items") or result.get("eval_player_errors"):
+        line += (f" unscored: {result.get('unscored_items', 0)}"
+                 f" eval-errors: {result.get('eval_player_errors', 0)}/{result.get('eval_queries', 0)}")
+    return line + f" accuracy: {result['clean_accuracy']:.4f}"
 

@@ -50,6 +50,8 @@ class ItemResult:
     jaccard_loss: float | None = None
     """Set answers (CLEVR-POC): the mean over counted moves of how much the answer's Jaccard index with
     the true set fell (J(old, true) - J(new, true); an invalid move loses nothing). None for CLEVR items."""
+    queries: int = 0
+    """Moves whose moved scene the player was asked about (valid and moved)."""
 
     def to_json(self) -> dict:
         best = None
@@ -63,7 +65,7 @@ class ItemResult:
             "item_id": self.item_id, "true_answer": self.true_answer, "old_answer": self.old_answer,
             "tries": self.tries, "valid": self.valid, "changed": self.changed, "dropped": self.dropped,
             "changed_share": self.changed_share, "dropped_share": self.dropped_share,
-            "player_errors": self.player_errors,
+            "player_errors": self.player_errors, "queries": self.queries,
             "family": self.family, "question_kind": self.question_kind,
             "best_manipulation": best,
             **({"jaccard_loss": self.jaccard_loss} if self.jaccard_loss is not None else {}),
@@ -74,6 +76,14 @@ class ItemResult:
         """Moves whose outcome counts: the player answered (or the scene was invalid)."""
         return self.tries - self.player_errors
 
+    @property
+    def scored(self) -> bool:
+        """Whether the item's shares mean anything: every one of its moves got an answer.
+
+        An errored move could have been a flip, so an item with one is unscored, not unchanged.
+        """
+        return self.player_errors == 0 and self.tries > 0
+
 
 @dataclass(frozen=True)
 class Scores:
@@ -83,13 +93,37 @@ class Scores:
     clean_accuracy: float
     player_errors: int = 0
     items_counted: int = 0
+    """Scored items: those the means are over."""
     jaccard_loss: float | None = None
     """Set answers only: the mean over items of ItemResult.jaccard_loss."""
+    queries: int = 0
+    """Moved scenes the player was asked about; `player_errors` of them failed."""
+    unscored_items: int = 0
+    """Items left out of the means because a move of theirs got no answer."""
+
+    @property
+    def error_rate(self) -> float:
+        """The evaluation's own error share: failed answers over the moved scenes asked about."""
+        return self.player_errors / self.queries if self.queries else 0.0
+
+    def failure(self, max_error_rate: float, what: str = "evaluation") -> str | None:
+        """Why these scores cannot stand (one line), or None.
+
+        Too many of the evaluation's own queries failed, or no item could be scored.
+        """
+        if self.queries and self.error_rate > max_error_rate:
+            return (f"{what}: {self.player_errors} of {self.queries} queries on moved scenes failed "
+                    f"({self.error_rate:.1%}, above --max-error-rate {max_error_rate:g}); "
+                    f"{self.unscored_items} items unscored")
+        if self.items_counted == 0 and self.unscored_items:
+            return f"{what}: none of its {self.unscored_items} items could be scored (every one had a failed answer)"
+        return None
 
     def to_json(self) -> dict:
         return {"consistency": self.consistency, "drop": self.drop, "invalid": self.invalid,
                 "clean_accuracy": self.clean_accuracy, "eval_player_errors": self.player_errors,
-                "items_counted": self.items_counted,
+                "eval_queries": self.queries, "items_counted": self.items_counted,
+                "unscored_items": self.unscored_items,
                 **({"jaccard_loss": self.jaccard_loss} if self.jaccard_loss is not None else {})}
 
 
@@ -129,6 +163,7 @@ def evaluate(
             family=item.family, question_kind=question_kind(item.program),
             valid_moves=[o for o in mine if o.valid and o.moves and o.counted],
             jaccard_loss=loss,
+            queries=sum(bool(o.valid and o.moves) for o in mine),
         ))
     return results
 
@@ -158,8 +193,8 @@ def question_kind(program: Program) -> str | None:
 
 
 def scores(results: list[ItemResult]) -> Scores:
-    """Means over the items with at least one counted move; invalid share over every move."""
-    counted = [r for r in results if r.counted]
+    """Means over the scored items (no failed answer); invalid share over every move."""
+    counted = [r for r in results if r.scored]
     n = len(counted) or 1
     tries = sum(r.tries for r in results) or 1
     losses = [r.jaccard_loss for r in counted if r.jaccard_loss is not None]
@@ -171,6 +206,8 @@ def scores(results: list[ItemResult]) -> Scores:
         player_errors=sum(r.player_errors for r in results),
         items_counted=len(counted),
         jaccard_loss=sum(losses) / len(losses) if losses else None,
+        queries=sum(r.queries for r in results),
+        unscored_items=len(results) - len(counted),
     )
 
 

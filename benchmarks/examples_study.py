@@ -563,21 +563,12 @@ def run_study(options: StudyOptions, log: Callable[[str], None] = print) -> Stud
         return _run_study(options, out, log)
 
 
-@contextlib.contextmanager
-def sole_writer(out: Path) -> Iterator[None]:
+def sole_writer(out: Path) -> contextlib.AbstractContextManager[None]:
     """Hold `out`'s LOCK_FILE for the block; refuse in one line when another run holds it."""
-    from filelock import FileLock, Timeout
+    from clevr_game.folder_lock import sole_writer as folder_writer
 
-    lock = FileLock(out / LOCK_FILE)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise InputError(f"--out {out}: another study run is writing there ({out / LOCK_FILE} is held); "
-                         "wait for it to end, or run into another folder and --merge-from it afterwards") from None
-    try:
-        yield
-    finally:
-        lock.release()
+    return folder_writer(out, "study run", lock_name=LOCK_FILE,
+                         advice="wait for it to end, or run into another folder and --merge-from it afterwards")
 
 
 def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> StudyOutcome:

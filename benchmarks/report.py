@@ -28,8 +28,9 @@ import numpy as np
 
 from benchmarks import table2
 from benchmarks.gallery import GALLERY_SIZE, SCHEMATIC, Candidate, draw_gallery, pick
-from benchmarks.runner import read_trials
+from benchmarks.runner import TRIALS_FILE, read_trials
 from benchmarks.stats import breakdown, table
+from benchmarks.trials import FINISHED_FIELDS
 from clevr_game.atomic import atomic_path, write_text_atomic
 from clevr_game.errors import InputError
 from clevr_game.run_files import RESULT_FILE
@@ -55,8 +56,10 @@ METRICS = [
                          "on the same trials."),
     ("clean acc.", "the player's accuracy on the unmoved scenes of the mini-games."),
     ("player errors", "queries the player failed to answer (crash, time-out, garbage), over all queries of "
-                      "the trials; a moved scene whose answer failed is left out of consistency and drop, "
-                      "and a trial with more than 5% failed queries (or its --max-error-rate) is failed."),
+                      "the trials; an item with a failed answer in the evaluation is unscored (left out of "
+                      "consistency and drop, never counted as unchanged; the count follows), and a trial with "
+                      "more than 5% failed queries, overall or in an evaluation (or its --max-error-rate), is "
+                      "failed."),
     ("tests", "1: Wilcoxon signed-rank test of the drop, state- against pixel-input adversary, paired per "
               "player, size, mini-game and seed; 2: Jonckheere-Terpstra trend test of the drop across sizes "
               "(normal approximation with ties; unit: a mini-game's mean over its seeds); 3: Spearman rank "
@@ -105,6 +108,11 @@ def build_report(results: str | os.PathLike[str], *, gallery_preset: str = "fast
         raise InputError(f"{folder}: no trials.jsonl with finished trials (run `clevr-game benchmark` first)")
     ok = [r for r in records if "error" not in r]
     failed = [r for r in records if "error" in r]
+    for record in ok:
+        missing = [field for field in FINISHED_FIELDS if field not in record]
+        if missing:
+            raise InputError(f"{folder / TRIALS_FILE}: trial {record['trial']}: a finished trial without "
+                             f"{', '.join(repr(f) for f in missing)}")
     rows = table(ok)
     write_text_atomic(folder / "table.json", _json(rows))
     runs = _runs(folder, ok)
@@ -267,8 +275,8 @@ def _item_rows(records: list[dict], runs: list[_Run]) -> list[dict]:
         if run.record["trial"] in with_results:
             continue
         for item in run.result.get("items", []):
-            if item.get("tries", 1) <= item.get("player_errors", 0):
-                continue  # no move of this item got an answer: it counts nowhere
+            if item.get("player_errors", 0):
+                continue  # a move of this item got no answer: unscored, it counts nowhere
             item_id = item["item_id"]
             family = run.items.families.get(item_id) if run.items else None
             if family is None and item.get("family") is not None:
@@ -654,7 +662,9 @@ def _errors(row: dict) -> str:
     queries = row.get("player_queries", 0)
     if not queries:
         return "n/a"
-    return f"{row['player_errors']} ({row['player_errors'] / queries:.2%})"
+    unscored = row.get("unscored_items", 0)
+    return f"{row['player_errors']} ({row['player_errors'] / queries:.2%})" + (
+        f"; {unscored} items unscored" if unscored else "")
 
 
 def _failed_line(record: dict) -> str:

@@ -1,9 +1,13 @@
 """Run a benchmark plan on a local process pool or on Ray, resumably.
 
-`RESULTS/trials.jsonl` holds one line per finished trial, sorted by trial id and
-rewritten atomically after each one, so a killed run loses at most the trials
-in flight and a restart skips every trial already recorded. Failed trials are
-recorded with their error; a restart tries them again.
+`RESULTS/trials.jsonl` gets one line appended (and flushed to disk) per finished
+trial, so a killed run loses at most the trials in flight and a restart skips
+every trial already recorded; at the end of a run the file is rewritten sorted by
+trial id, one line per trial. One run writes a results folder at a time: a second
+is refused (clevr_game.folder_lock). Failed trials are recorded with their error;
+a restart tries them again, and the later record of a trial counts. The file is
+read strictly: a damaged line is an error naming the file and line, never a
+silent change of the published numbers.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.trials import Plan, prepare_minigames, run_trial, same_trial
+from benchmarks.trials import Plan, check_trial_record, prepare_minigames, run_trial, same_trial
 from clevr_game.atomic import open_atomic
+from clevr_game.errors import InputError
+from clevr_game.folder_lock import sole_writer
+from clevr_game.jsonl import append_json_line, json_lines
 from clevr_game.run_files import TRIALS_FILE
 
 
@@ -50,30 +57,43 @@ def _clock(seconds: float) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
-def read_keyed_lines(path: str | os.PathLike[str], key: str) -> dict[str, dict]:
-    """JSON-lines records by their `key` field; a torn line (a kill mid-write of an old version) is ignored."""
+def read_keyed_lines(path: str | os.PathLike[str], key: str,
+                     check: Callable[[dict, str], None] | None = None) -> dict[str, dict]:
+    """JSON-lines records by their `key` field, the later line of a key winning.
+
+    InputError names the file and line of a line that is not JSON, not an object,
+    lacks a string `key` or fails `check`; only an unfinished last line (a kill
+    mid-append) is skipped, with a warning.
+    """
     path = Path(path)
     records: dict[str, dict] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and key in record:
-                records[record[key]] = record
+    if not path.is_file():
+        return records
+    for where, record in json_lines(path, unfinished_tail_ok=True):
+        if not isinstance(record, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        if not isinstance(record.get(key), str):
+            raise InputError(f"{where}: field {key!r} must be a string")
+        if check is not None:
+            check(record, where)
+        records[record[key]] = record
     return records
 
 
 def read_trials(results: str | os.PathLike[str]) -> dict[str, dict]:
-    """Recorded trials by id."""
-    return read_keyed_lines(Path(results) / TRIALS_FILE, "trial")
+    """Recorded trials by id; InputError names the file, line and field of a damaged record."""
+    return read_keyed_lines(Path(results) / TRIALS_FILE, "trial", check_trial_record)
 
 
 def write_trials(results: str | os.PathLike[str], records: dict[str, dict]) -> None:
+    """Rewrite the whole file, sorted by trial id (atomically)."""
     with open_atomic(Path(results) / TRIALS_FILE, durable=True) as handle:
         for trial_id in sorted(records):
             handle.write(json.dumps(records[trial_id], sort_keys=True) + "\n")
+
+
+def append_trial(results: str | os.PathLike[str], record: dict) -> None:
+    append_json_line(Path(results) / TRIALS_FILE, record)
 
 
 def pending_trials(plan: Plan) -> list[dict[str, Any]]:
@@ -136,20 +156,23 @@ def run_plan(
     `on_record` gets each finished trial's record; `on_progress` the same with
     the count of trials done, the time elapsed and an estimate of the time left.
     """
-    started = time.monotonic()
-    prepare(plan)
-    records = read_trials(plan.out)
-    trials = pending_trials(plan)
-    total = len(plan.trials())
-    stream = _ray(trials, ray_address, workers) if (ray or ray_address) else _local(trials, workers)
-    for finished_here, record in enumerate(stream, start=1):
-        records[record["trial"]] = record
-        write_trials(plan.out, records)
-        if on_record is not None:
-            on_record(record)
-        if on_progress is not None:
-            elapsed = time.monotonic() - started
-            # Trials run side by side: this run's own throughput already accounts for the workers.
-            left = len(trials) - finished_here
-            on_progress(Progress(record, total - left, total, elapsed, elapsed / finished_here * left))
+    with sole_writer(plan.out, "benchmark"):
+        started = time.monotonic()
+        prepare(plan)
+        records = read_trials(plan.out)
+        trials = pending_trials(plan)
+        total = len(plan.trials())
+        stream = _ray(trials, ray_address, workers) if (ray or ray_address) else _local(trials, workers)
+        for finished_here, record in enumerate(stream, start=1):
+            records[record["trial"]] = record
+            append_trial(plan.out, record)
+            if on_record is not None:
+                on_record(record)
+            if on_progress is not None:
+                elapsed = time.monotonic() - started
+                # Trials run side by side: this run's own throughput already accounts for the workers.
+                left = len(trials) - finished_here
+                on_progress(Progress(record, total - left, total, elapsed, elapsed / finished_here * left))
+        if trials:
+            write_trials(plan.out, records)  # one sorted line per trial, superseded records dropped
     return records

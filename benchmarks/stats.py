@@ -103,6 +103,7 @@ def _row(player: str, size: int, adversary: str, group: list[dict], key_c: str, 
         # Older records hold no count: they are read as no errors only because none was seen.
         "player_errors": int(sum(r.get("player_errors", 0) for r in group)),
         "player_queries": int(sum(r.get("player_queries", 0) for r in group)),
+        "unscored_items": int(sum(r.get("unscored_items", 0) for r in group)),
         # Set answers (CLEVR-POC trials): how much the answers' Jaccard index with the true set fell.
         **({"jaccard_loss": summarise(_by_minigame(group, key_j)).to_json()}
            if key_j and group and all(key_j in r for r in group) else {}),

@@ -191,7 +191,7 @@ def evaluate_universal(args: argparse.Namespace, split: dict[str, Any], out: Pat
                                     seed=args.seed + 1)
             results[name] = {"items": len(ids), **{p: scores(r).to_json() for p, r in policies.items()},
                              "random": scores(random).to_json(), "random_valid": scores(random_valid).to_json(),
-                             **{f"{p}_per_item_drop": [r.dropped_share for r in found if r.counted]
+                             **{f"{p}_per_item_drop": [r.dropped_share for r in found if r.scored]
                                 for p, found in policies.items()}}
     return results
 

@@ -22,7 +22,7 @@ from clevr_game.scene import parse_scene, write_json_atomic
 
 def successes(run: Path) -> list[dict[str, Any]]:
     """Distinct manipulated scenes of a run whose answer changed, from its manipulations.jsonl."""
-    from clevr_game.export.records import json_lines
+    from clevr_game.jsonl import json_lines
     from clevr_game.run_files import MANIPULATIONS_FILE
 
     seen: dict[str, dict[str, Any]] = {}

@@ -220,7 +220,7 @@ def test_attack_command_against_the_oracle(attack_inputs, tmp_path, capsys):
                  "--minigame", "0", "--seed", "1", "--steps", "512", "--num-envs", "64",
                  "--adversary-weights", str(weights), "--out", str(run), "--no-progress"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last == "consistency: 0.0000 drop: 0.0000"
+    assert last == "consistency: 0.0000 drop: 0.0000 accuracy: 1.0000"
     result = json.loads((run / "result.json").read_text())
     assert result["random_consistency"] == 0.0 and result["random_drop"] == 0.0
     assert len(result["items"]) == 10 and (run / "learning_curve.png").stat().st_size > 0

@@ -299,7 +299,8 @@ def test_play_command_prints_the_metrics_line(tmp_path, clevr_real, capsys):
                  "--episodes", "200"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("consistency: 0.0000 drop: 0.0000 invalid: ")
-    invalid = float(last.split("invalid: ")[1])
+    invalid = float(last.split("invalid: ")[1].split()[0])
+    assert last.endswith(" accuracy: 1.0000")
     assert 0.0 < invalid < 1.0  # random moves of real scenes: some break the layout, some do not
 
 

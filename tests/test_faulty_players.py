@@ -212,10 +212,14 @@ def test_an_error_on_a_moved_scene_is_neither_a_flip_nor_a_hold():
     even_errors = sum(r.player_errors for r in results[0::2])
     assert even_errors > 0
     summary = scores(results)
-    counted = [r for r in results if r.counted]
-    expected = np.mean([r.changed_share for r in counted])
+    # An item with an errored move is unscored: its errors could have hidden flips.
+    scored = [r for r in results if r.player_errors == 0]
+    expected = np.mean([r.changed_share for r in scored])
     assert summary.consistency == pytest.approx(expected)
+    assert summary.items_counted == len(scored)
+    assert summary.unscored_items == sum(r.player_errors > 0 for r in results[0::2]) > 0
     assert summary.player_errors == even_errors
+    assert summary.queries == sum(r.queries for r in results) >= even_errors
     # Per item, errors leave the denominator: the odd items' shares are over all their samples.
     for result in results[1::2]:
         assert result.changed_share == pytest.approx(result.valid_moves.__len__() / 16)

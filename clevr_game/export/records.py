@@ -9,7 +9,6 @@ valid move it evaluated.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clevr_game.errors import InputError
+from clevr_game.jsonl import json_lines
 from clevr_game.scene import Scene
 
 Move = tuple[int, float, float]
@@ -159,24 +159,6 @@ def parse_manipulation(data: Any, where: str) -> Manipulation:
         scene=_scene(data.get("scene"), where),
         where=where,
     )
-
-
-def json_lines(path: Path) -> Iterator[tuple[str, Any]]:
-    """(`FILE: line N`, value) for every non-blank line of a JSON-lines file; InputError names the file and line."""
-    try:
-        handle = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}: line {number}"
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: invalid JSON: {exc.msg}") from None
-            yield where, value
 
 
 def read_manipulations(path: Path) -> Iterator[Manipulation]:

@@ -17,9 +17,9 @@ from clevr_game.errors import InputError
 from clevr_game.export.records import (
     Manipulation,
     best_manipulations,
-    json_lines,
     read_manipulations,
 )
+from clevr_game.jsonl import json_lines
 from clevr_game.run_files import (
     CHECKPOINT_FILE,
     MANIPULATIONS_FILE,
@@ -39,9 +39,13 @@ def _existing(candidates: list[Path]) -> Path | None:
 
 def _trial_runs(results: Path) -> Iterator[Path]:
     """The run folder of every finished trial in RESULTS/trials.jsonl (failed trials have 'error')."""
-    for where, record in json_lines(results / TRIALS_FILE):
+    latest: dict[Any, tuple[str, dict]] = {}  # a trial retried after a failure is appended again: the last counts
+    for where, record in json_lines(results / TRIALS_FILE, unfinished_tail_ok=True):
         if not isinstance(record, dict):
             raise InputError(f"{where}: expected a JSON object")
+        trial = record.get("trial")
+        latest[trial if isinstance(trial, str) else where] = (where, record)
+    for where, record in latest.values():
         if "error" in record:
             continue
         run = record.get("run")
