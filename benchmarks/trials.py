@@ -176,6 +176,48 @@ def same_trial(record: dict[str, Any], trial: dict[str, Any]) -> bool:
     return all(record.get(k, "state" if k == "adversary" else None) == trial[k] for k in RECORD_KEYS if k != "run")
 
 
+_TEXT_FIELDS = ("player", "adversary", "run", "player_weights", "error", "first_player_error")
+_INTEGER_FIELDS = ("size", "minigame", "seed", "steps", "player_queries", "player_errors", "items_left_out",
+                   "eval_queries", "eval_player_errors", "unscored_items")
+_SHARE_FIELDS = ("consistency", "drop", "invalid", "clean_accuracy", "random_consistency", "random_drop",
+                 "random_valid_consistency", "random_valid_drop", "random_valid_invalid", "player_error_rate")
+FINISHED_FIELDS = ("consistency", "drop")
+"""What every finished (error-free) trial record holds; the report refuses one without them."""
+
+
+def check_trial_record(record: dict[str, Any], where: str) -> None:
+    """InputError naming `where` and the field when a trial record has a field of the wrong type or range.
+
+    What the report reads is checked, so a damaged record stops the report in one
+    line instead of changing its numbers or raising deep inside it.
+    """
+    from clevr_game.errors import InputError
+
+    def bad(field: str, wanted: str) -> InputError:
+        return InputError(f"{where}: field {field!r} must be {wanted}, got {record[field]!r:.60}")
+
+    for field in _TEXT_FIELDS:
+        if field in record and record[field] is not None and not isinstance(record[field], str):
+            raise bad(field, "a string")
+    for field in _INTEGER_FIELDS:
+        value = record.get(field)
+        if field in record and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise bad(field, "an integer >= 0")
+    for field in _SHARE_FIELDS:
+        value = record.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+            raise bad(field, "a number in 0..1")
+    rows = record.get("item_results")
+    if rows is not None and not (isinstance(rows, list) and all(
+            isinstance(row, list) and len(row) == 5 and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                                            and 0.0 <= v <= 1.0 for v in row[3:])
+            for row in rows)):
+        raise InputError(f"{where}: field 'item_results' must be rows of [item, family, kind, changed share, "
+                         "dropped share]")
+
+
 _UNKNOWN = object()
 
 
@@ -243,6 +285,9 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         "player_queries": result["player_queries"], "player_errors": result["player_errors"],
         "player_error_rate": result["player_error_rate"], "first_player_error": result["first_player_error"],
         "items_left_out": result["items_left_out"], "visibility_checked": result["visibility_checked"],
+        # The evaluation's own account: failed answers on moved scenes, and the items they left unscored.
+        "eval_queries": result["eval_queries"], "eval_player_errors": result["eval_player_errors"],
+        "unscored_items": result["unscored_items"],
         "consistency": result["consistency"], "drop": result["drop"], "invalid": result["invalid"],
         "clean_accuracy": result["clean_accuracy"], "random_consistency": result["random_consistency"],
         "random_drop": result["random_drop"],
@@ -267,15 +312,15 @@ def item_results(result: dict[str, Any], items_dir: str) -> list[list]:
     """The trained adversary's result per item: [item id, family, kind, changed share, dropped share].
 
     The family is the question's template file when the item folder names it, else
-    `family N` by its index; items none of whose moves got an answer are left out,
-    as they are of the scores.
+    `family N` by its index; unscored items (a move got no answer) are left out, as
+    they are of the scores.
     """
     from benchmarks.report import read_items_folder
 
     folder = read_items_folder(items_dir)
     rows = []
     for item in result.get("items", []):
-        if item.get("tries", 1) <= item.get("player_errors", 0):
+        if item.get("player_errors", 0):
             continue
         item_id = item["item_id"]
         family = folder.families.get(item_id) if folder else None
