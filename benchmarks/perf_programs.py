@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from clevr_game.datafiles import CLEVR_REAL_DIR, CLEVR_TEMPLATE_DIR
 from clevr_game.programs import (
     SceneFacts,
     compile_program,
@@ -53,8 +54,8 @@ from clevr_game.programs.random_programs import random_program
 from clevr_game.scene import RELATION_THRESHOLD, parse_scene
 from clevr_game.vocab import RELATIONS
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clevr_real"
-CLEVR_TEMPLATES = DATA.parent / "clevr_dataset_gen" / "templates"
+DATA = CLEVR_REAL_DIR
+CLEVR_TEMPLATES = CLEVR_TEMPLATE_DIR
 ENGINE_BASELINE = Path(__file__).resolve().with_name("clevr_engine_baseline.py")
 CHUNK = 100
 """Items per timed chunk: short timings are rarely hit by a burst of load elsewhere."""

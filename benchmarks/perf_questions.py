@@ -12,11 +12,11 @@ Run: python -m benchmarks.perf_questions
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks.timing import print_table, row
+from clevr_game.datafiles import CLEVR_TEMPLATE_DIR
 from clevr_game.generate import generate_scene
 from clevr_game.questions import (
     QuestionGenerator,
@@ -34,7 +34,7 @@ from clevr_game.scene import Scene
 from clevr_game.vocab import CLEVR, RELATIONS
 
 QUESTIONS_PER_SCENE = 10
-CLEVR_TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "data" / "clevr_dataset_gen" / "templates"
+CLEVR_TEMPLATES = CLEVR_TEMPLATE_DIR
 
 
 def random_scenes(count: int, seed: int = 0) -> list[Scene]:

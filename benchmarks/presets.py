@@ -3,8 +3,8 @@
 `table2` is the paper's experiment sized to fit in 8 hours on this project's
 2-core machine; `table2-full` is the paper's scale (30 seeds per mini-game) for a
 Ray cluster or a GPU machine. Both play CLEVR-template questions on CLEVR-rule
-scenes generated with every object visible (`--clevr-templates DIR`; without it
-the project's own templates), against every player, with a state-input and a
+scenes generated with every object visible (CLEVR 1.0's templates shipped in the
+package, or a copy named by `--clevr-templates DIR`, beside the project's own), against every player, with a state-input and a
 pixel-input adversary, on mini-games of sizes 10, 100 and 1000 that share no item.
 
 How long `table2` takes, measured: the committed run (`results/table2/trials.jsonl`,
@@ -21,7 +21,6 @@ first estimate, 7.5 hours, assumed a Blender index pass per moved scene.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ class Preset:
     optional_players: tuple[str, ...] = ()
     """Players included only when `players.registry.available()` has them."""
     clevr_templates: bool = False
-    """The default pool asks CLEVR's own templates (and the project's) when `--clevr-templates` is given."""
+    """The default pool asks CLEVR 1.0's templates (shipped, or `--clevr-templates DIR`) and the project's own."""
 
     def budget(self, size: int) -> SizeBudget:
         return next((b for b in self.per_size if b.size == size),
@@ -121,9 +120,9 @@ def default_pool(preset: Preset, folder: Path, *, clevr_templates: str | None, p
     """The preset's generated item pool in `folder` (made once; a resumed run reuses it); returns its path.
 
     Visibility is checked as CLEVR does: the pool's scenes may be rendered for
-    pixel players. A preset that asks CLEVR's templates uses `clevr_templates`
-    with the project's own (`--templates both`); without it, the own templates
-    alone, with a one-line notice on stderr.
+    pixel players. A preset that asks CLEVR's templates uses them with the
+    project's own (`--templates both`): the copy shipped in the package, or the
+    folder `clevr_templates` names.
     """
     from clevr_game.atomic import write_text_atomic
     from clevr_game.dataset import dataset_files
@@ -135,16 +134,14 @@ def default_pool(preset: Preset, folder: Path, *, clevr_templates: str | None, p
         return str(folder)
     except InputError:
         pass
-    templates = "both" if preset.clevr_templates and clevr_templates else None
-    if preset.clevr_templates and not clevr_templates:
-        print("benchmark: no --clevr-templates DIR given: the pool asks the project's own templates only, "
-              "not CLEVR 1.0's", file=sys.stderr)
+    templates = "both" if preset.clevr_templates else None
     generate_dataset(folder, preset.pool_scenes, preset.pool_questions_per_scene, POOL_SEED, templates=templates,
                      clevr_templates=clevr_templates if templates else None, progress=progress,
                      check_visibility=True)
     command = (f"clevr-game generate --num-scenes {preset.pool_scenes} --questions-per-scene "
                f"{preset.pool_questions_per_scene} --seed {POOL_SEED} --check-visibility"
-               + (f" --templates both --clevr-templates {clevr_templates}" if templates else "")
+               + (" --templates both" if templates else "")
+               + (f" --clevr-templates {clevr_templates}" if templates and clevr_templates else "")
                + f" --out {folder}")
     write_text_atomic(folder.parent / POOL_COMMAND_FILE, command + "\n")
     return str(folder)

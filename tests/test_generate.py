@@ -146,9 +146,22 @@ def test_generate_with_both_template_sets_asks_questions_of_each(tmp_path, clevr
     assert all(q["answer"] is not None for q in questions)
 
 
-def test_generate_with_clevr_templates_needs_their_folder(tmp_path, capsys):
+def test_generate_with_clevr_templates_uses_the_shipped_copy(tmp_path, capsys):
+    from clevr_game.cli import main
+    from clevr_game.datafiles import CLEVR_TEMPLATE_DIR
+
+    assert main(["generate", "--num-scenes", "2", "--questions-per-scene", "3", "--templates", "clevr",
+                 "--out", str(tmp_path), "--no-progress"]) == 0
+    questions = json.loads((tmp_path / "questions.json").read_text())["questions"]
+    assert questions and {q["template_filename"] for q in questions} <= {p.name for p in CLEVR_TEMPLATE_DIR.glob("*.json")}
+    assert len(list(CLEVR_TEMPLATE_DIR.glob("*.json"))) == 9
+    assert sum(len(json.loads(p.read_text())) for p in CLEVR_TEMPLATE_DIR.glob("*.json")) == 90
+
+
+def test_generate_with_a_missing_clevr_template_folder_is_one_line(tmp_path, capsys):
     from clevr_game.cli import main
 
-    rc = main(["generate", "--num-scenes", "1", "--templates", "clevr", "--out", str(tmp_path), "--no-progress"])
+    rc = main(["generate", "--num-scenes", "1", "--templates", "clevr", "--clevr-templates", str(tmp_path / "none"),
+               "--out", str(tmp_path), "--no-progress"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and "--clevr-templates" in err and "\n" not in err
+    assert rc == 2 and str(tmp_path / "none") in err and "\n" not in err

@@ -197,8 +197,10 @@ def test_compile_scene_without_stored_relationships_computes_them(clevr_real: Pa
     assert compile_scene(scene) == stored
 
 
-def test_catalogue_matches_clevr_metadata(shared_data: Path) -> None:
-    metadata = json.loads((shared_data / "clevr_dataset_gen" / "metadata.json").read_text())
+def test_catalogue_matches_clevr_metadata() -> None:
+    from clevr_game.datafiles import CLEVR_METADATA
+
+    metadata = json.loads(CLEVR_METADATA.read_text())
     catalogue = {f["name"]: (tuple(f["inputs"]), f["output"]) for f in metadata["functions"]}
     assert catalogue == SIGNATURES
     assert set(catalogue) == ALL_FUNCTIONS == set(interpreter_builders)

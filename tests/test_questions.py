@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clevr_game.datafiles import CLEVR_SYNONYMS
 from clevr_game.errors import InputError
 from clevr_game.programs.program import parse_program, program_to_json
 from clevr_game.programs.reference import INVALID_ANSWER, reference_execute, reference_trace
@@ -56,10 +57,10 @@ def own_run(scenes: list[Scene]) -> tuple[QuestionGenerator, list]:
 
 
 @pytest.fixture(scope="module")
-def clevr_run(scenes: list[Scene], clevr_templates_dir: Path, shared_data: Path) -> tuple[QuestionGenerator, list]:
+def clevr_run(scenes: list[Scene], clevr_templates_dir: Path) -> tuple[QuestionGenerator, list]:
     """CLEVR's own 90 templates and synonyms over 120 real scenes."""
     generator = QuestionGenerator(
-        load_templates(clevr_templates_dir), synonyms=shared_data / "clevr_dataset_gen" / "synonyms.json", seed=5
+        load_templates(clevr_templates_dir), synonyms=CLEVR_SYNONYMS, seed=5
     )
     instances = [(scene, q) for scene in scenes[:120] for q in generator.generate_instances(scene, 10)]
     return generator, instances

@@ -316,11 +316,11 @@ def test_render_command_reports_a_bad_assets_folder(tmp_path: Path, capsys) -> N
 # ------------------------------------------------------------------ CLEVR's own assets
 
 
-def test_clevr_assets_render_objects_at_their_pixel_coords(shared_data: Path) -> None:
+def test_clevr_assets_render_objects_at_their_pixel_coords() -> None:
     scene = _four_colours()
     scene.objects.pop()  # CLEVR's assets have no cone
     with Renderer("fast", width=W, height=H, index_size=(W, H), use_cache=False,
-                  clevr_assets=shared_data / "clevr_dataset_gen" / "blend") as renderer:
+                  clevr_assets="clevr") as renderer:
         _assert_objects_at_their_pixels(renderer.render_array(scene), scene)
         assert renderer.hidden_objects(_hidden_behind_cube()) == [1]
 

@@ -259,7 +259,7 @@ def default_templates() -> list[Template]:
 
 
 TEMPLATE_SETS = ("own", "clevr", "both")
-"""`own`: the project's templates; `clevr`: CLEVR 1.0's, read from where the user has them; `both`."""
+"""`own`: the project's templates; `clevr`: CLEVR 1.0's (shipped, or a user's copy by path); `both`."""
 
 
 def choose_templates(choice: str | None, clevr_dir: str | Path | None = None) -> list[Template]:
@@ -268,9 +268,10 @@ def choose_templates(choice: str | None, clevr_dir: str | Path | None = None) ->
         return default_templates()
     if choice not in TEMPLATE_SETS:
         return load_templates(choice)
-    if clevr_dir is None:
-        raise InputError(f"--templates {choice}: give --clevr-templates DIR, the folder of CLEVR 1.0's template "
-                         "files (clevr-dataset-gen/question_generation/CLEVR_1.0_templates); the project does not ship them")
+    if clevr_dir is None:  # the copy shipped in the package (BSD, clevr-dataset-gen)
+        from clevr_game.datafiles import CLEVR_TEMPLATE_DIR
+
+        clevr_dir = CLEVR_TEMPLATE_DIR
     clevr = load_templates(clevr_dir)
     if choice == "clevr":
         return clevr

@@ -16,6 +16,8 @@ from clevr_game.errors import InputError
 BASE_SCENE = "base_scene.blend"
 SHAPE_FILES: dict[str, str] = {"cube": "SmoothCube_v2", "sphere": "Sphere", "cylinder": "SmoothCylinder"}
 """Shape -> object (and file) name; the cone of CLEVR-POC has no asset and is built in code."""
+SHIPPED_ASSETS = "clevr"
+"""The `--clevr-assets` value naming the copy shipped in the package (clevr_game/data/clevr_1.0/blend)."""
 MATERIAL_FILES: dict[str, str] = {"rubber": "Rubber", "metal": "MyMetal"}
 """Material -> node group (and file) name; each group has a Color input and a Shader output."""
 

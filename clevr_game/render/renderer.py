@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from clevr_game.errors import InputError
-from clevr_game.render.assets import assets_fingerprint
+from clevr_game.render.assets import SHIPPED_ASSETS, assets_fingerprint
 from clevr_game.render.cache import RenderCache, copy_atomic
 from clevr_game.render.frame import Frame, coverage_key, frame_of, image_key
 from clevr_game.render.naming import image_names
@@ -80,6 +80,10 @@ class Renderer:
             raise InputError(f"unknown device {device!r} (expected one of {', '.join(DEVICES)})")
         if len(index_size) != 2 or min(index_size) < 1:
             raise InputError(f"index_size must be two positive integers, got {index_size!r}")
+        if clevr_assets is not None and str(clevr_assets) == SHIPPED_ASSETS:
+            from clevr_game.datafiles import CLEVR_ASSETS_DIR
+
+            clevr_assets = CLEVR_ASSETS_DIR
         self.assets_dir = str(Path(clevr_assets).resolve()) if clevr_assets is not None else None
         self._assets_id = assets_fingerprint(self.assets_dir)  # also checks the folder
         self.device = device
