@@ -84,7 +84,12 @@ class Outcome:
     def reason(self) -> str:
         return next((v.reason for v in self.verdicts if not v.ok), "")
 
+    INFO_KEYS = ("item_id", "valid", "reason", "verdicts", "true_answer", "old_answer", "new_answer", "changed",
+                 "dropped", "moves", "new_scene", "player_error")
+    """The keys of `info()`, in order: the single env's step info, and the vector env's final_info arrays."""
+
     def info(self) -> dict:
+        """Plain values a user can log (docs/game.md): the moved scene as CLEVR scene JSON."""
         return {
             "item_id": self.item_id,
             "valid": self.valid,
@@ -96,7 +101,7 @@ class Outcome:
             "changed": self.changed,
             "dropped": self.dropped,
             "moves": self.moves,
-            "new_scene": self.new_scene,
+            "new_scene": self.new_scene.to_json() if self.new_scene is not None else None,
             "player_error": self.player_error,
         }
 

@@ -10,6 +10,7 @@ stable-baselines3's VecEnv.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +19,45 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envs.defaults import PlayerLike, default_items, default_player
-from envs.game import Game, Outcomes, Rewards
+from envs.game import Game, Outcome, Outcomes, Rewards
 from envs.items import MAX_OBJECTS, ItemPool, ItemsLike
 from envs.moves import DEFAULT_STEP, MoveSpace, action_space, random_heads
 from envs.observation import encode, observation_space
+
+
+class FinalInfo(Mapping[str, Any]):
+    """A vector step's `final_info`: every key of the single env's info as an array over the N episodes.
+
+    `valid`, `changed`, `dropped` (bool arrays), `item_index` (pool indices) and
+    `outcome` (an `Outcomes` sequence) are there at once; the others (`item_id`,
+    `reason`, `verdicts`, `true_answer`, `old_answer`, `new_answer`, `moves`,
+    `new_scene`, `player_error`: object arrays of the same plain values) are built
+    on first read, so a training loop that reads only the flags pays nothing for them.
+    """
+
+    def __init__(self, outcomes: Outcomes, item_index: np.ndarray):
+        self._outcomes = outcomes
+        self._values: dict[str, Any] = {"outcome": outcomes, "valid": outcomes.valid, "changed": outcomes.changed,
+                                        "dropped": outcomes.dropped, "item_index": item_index}
+        self._infos: list[dict] | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._values:
+            if key not in Outcome.INFO_KEYS:
+                raise KeyError(key)
+            if self._infos is None:
+                self._infos = [outcome.info() for outcome in self._outcomes]
+            column = np.empty(len(self._infos), dtype=object)  # filled one by one: lists must stay lists
+            for row, info in enumerate(self._infos):
+                column[row] = info[key]
+            self._values[key] = column
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("outcome", "item_index", *Outcome.INFO_KEYS))
+
+    def __len__(self) -> int:
+        return len(Outcome.INFO_KEYS) + 2
 
 
 @dataclass(frozen=True)
@@ -135,16 +171,7 @@ class AdversarialVectorEnv(VectorEnv):
         done = np.ones(self.num_envs, dtype=bool)
         finished = self._indices.copy()
         obs = self._start_episodes()
-        infos = {
-            "final_obs": final_obs,
-            "final_info": {
-                "outcome": outcomes,  # an Outcome per episode, built when read
-                "valid": outcomes.valid,
-                "changed": outcomes.changed,
-                "dropped": outcomes.dropped,
-                "item_index": finished,
-            },
-        }
+        infos = {"final_obs": final_obs, "final_info": FinalInfo(outcomes, finished)}
         return obs, outcomes.rewards, done, np.zeros(self.num_envs, dtype=bool), infos
 
     def close_extras(self, **kwargs: Any) -> None:
