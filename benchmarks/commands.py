@@ -42,7 +42,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         adversaries=tuple(_adversaries(args.adversaries)) if args.adversaries else None,
         clevr_templates=args.clevr_templates, progress=not args.no_progress,
         adversary_weights=args.adversary_weights,
-        player_timeout=limits["timeout_s"], max_player_failures=limits["max_failures"],
+        player_timeout=limits["timeout_s"], player_startup_timeout=limits["startup_timeout_s"],
+        max_player_failures=limits["max_failures"],
         max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
     )
     planned = {trial["trial"] for trial in plan.trials()}

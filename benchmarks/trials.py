@@ -58,6 +58,7 @@ class Plan:
     split_seed: int = 0
     adversary_weights: str | None = None
     player_timeout: float | None = None
+    player_startup_timeout: float | None = None
     max_player_failures: int | None = DEFAULT_MAX_FAILURES
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     check_visibility: bool | None = None
@@ -96,6 +97,7 @@ class Plan:
                                 "eval_samples": budget.eval_samples or self.eval_samples,
                                 "adversary_weights": self.adversary_weights,
                                 "player_timeout": self.player_timeout,
+                                "player_startup_timeout": self.player_startup_timeout,
                                 "max_player_failures": self.max_player_failures,
                                 "max_error_rate": self.max_error_rate,
                                 "check_visibility": self.check_visibility,
@@ -275,7 +277,7 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         eval_samples=trial["eval_samples"], progress=False,
         # --adversary-weights is the state adversary's relation network; the pixel one uses its shipped file.
         adversary_weights=trial["adversary_weights"] if trial.get("adversary", "state") == "state" else None,
-        player_timeout=trial.get("player_timeout"),
+        player_timeout=trial.get("player_timeout"), player_startup_timeout=trial.get("player_startup_timeout"),
         max_player_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
         max_error_rate=trial.get("max_error_rate", DEFAULT_MAX_ERROR_RATE),
         check_visibility=trial.get("check_visibility"), adversary=trial.get("adversary", "state"),
@@ -371,6 +373,7 @@ def _search(trial: dict[str, Any]) -> dict[str, float]:
     chosen = games.indices([it.item_id for it in items], trial["minigame"])
     pool = ItemPool([items[i] for i in chosen])
     with load_guarded(trial["player"], timeout_s=trial.get("player_timeout"),
+                      startup_timeout_s=trial.get("player_startup_timeout"),
                       max_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES)) as player:
         game = Game(pool, player, check_visibility=trial.get("check_visibility"))
         search = SearchAdversary(game, budget=trial["search_budget"], strategy="greedy", seed=trial["seed"])

@@ -29,13 +29,14 @@ import gc
 import json
 import operator
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clevr_game.dataset import ANY_VOCABULARY, load_dataset
 from clevr_game.errors import InputError
+from clevr_game.layout import judge_scenes
 from clevr_game.programs import Program, SceneFacts, compile_program, compile_scene, parse_program
 from clevr_game.programs.cold import NotPlain, cold_answer
 from clevr_game.programs.program import validate_values
@@ -78,19 +79,41 @@ def answer_files(
     scenes_path: str | os.PathLike[str],
     questions_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str] | None = None,
+    *,
+    note: Callable[[str], object] | None = None,
 ) -> tuple[int, int]:
-    """(correct, answered-with-ground-truth); optionally write the predictions as JSON."""
+    """(correct, answered-with-ground-truth); optionally write the predictions as JSON.
+
+    :param note: called with one line about inputs answered all the same (scenes that
+        break CLEVR's placement rules), before any answer.
+    """
     with _collector_paused():
         # Everything big is freed when _answer_files returns, before the collector is back.
-        return _answer_files(scenes_path, questions_path, out_path)
+        return _answer_files(scenes_path, questions_path, out_path, note)
+
+
+def rule_breaking_note(scenes: list[Scene], name: str) -> str | None:
+    """One line counting the scenes that break CLEVR's placement rules (clevr_game.layout), or None."""
+    verdicts = judge_scenes(scenes)
+    broken = [position for position, verdict in enumerate(verdicts) if verdict is not None]
+    if not broken:
+        return None
+    first = broken[0]
+    return (f"{name}: {len(broken)} of {len(scenes)} scenes break CLEVR's placement rules "
+            f"(first: scene {first}: {verdicts[first].reason()}); answered as they are")
 
 
 def _answer_files(
     scenes_path: str | os.PathLike[str],
     questions_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str] | None,
+    note: Callable[[str], object] | None,
 ) -> tuple[int, int]:
     scenes = load_scenes(scenes_path)
+    if note is not None:
+        line = rule_breaking_note(scenes, Path(scenes_path).name)
+        if line is not None:
+            note(line)
     try:
         table = read_questions_fast(questions_path, scenes)
     except NeedsFullReader:
@@ -211,7 +234,7 @@ class _ProgramCache:
 def _fast_rows_msgspec(data: bytes, programs: _ProgramCache) -> QuestionTable:
     try:
         decoded = _DECODER.decode(data)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):  # too deep even to skip: the full reader names the file
         raise NeedsFullReader from None
     records = decoded if isinstance(decoded, list) else decoded.questions
     # Column by column: a comprehension costs a fraction of a loop's appends.
@@ -221,7 +244,7 @@ def _fast_rows_msgspec(data: bytes, programs: _ProgramCache) -> QuestionTable:
         if text not in by_text:
             try:
                 programs.parse(text, msgspec.json.decode(text))
-            except msgspec.MsgspecError:
+            except (msgspec.MsgspecError, RecursionError):
                 raise NeedsFullReader from None
     answers = [record.answer for record in records]
     unset = msgspec.UNSET
@@ -252,7 +275,10 @@ def _fast_rows_json(data: bytes, programs: _ProgramCache) -> QuestionTable:
         if family is not None and type(family) is not int:
             raise NeedsFullReader
         raw_program = record["program"]
-        text = repr(raw_program)  # equal reprs are equal JSON values
+        try:
+            text = repr(raw_program)  # equal reprs are equal JSON values
+        except RecursionError:  # parsed at the parser's depth limit, too deep to print back
+            raise NeedsFullReader from None
         program = by_text.get(text)
         if program is None:
             program = programs.parse(text, raw_program)

@@ -34,9 +34,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_answer(args: argparse.Namespace) -> int:
+    import sys
+
     from clevr_game.answering import answer_files
 
-    correct, total = answer_files(args.scenes, args.questions, args.out)
+    # On stderr, so the last stdout line stays `accuracy: X/Y` for scripts that read it.
+    correct, total = answer_files(args.scenes, args.questions, args.out,
+                                  note=lambda line: print(f"clevr-game: warning: {line}", file=sys.stderr))
     print(f"accuracy: {correct}/{total}")
     return 0
 

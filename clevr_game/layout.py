@@ -8,13 +8,13 @@ relation between two objects is ambiguous.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from clevr_game.scene import DEFAULT_DIRECTIONS
+from clevr_game.scene import DEFAULT_DIRECTIONS, Scene
 
 BOUND = 3.0
 MIN_GAP = 0.25
@@ -215,3 +215,25 @@ def sample_layout(
         else:
             return placed
     return None
+
+
+def judge_scenes(scenes: Sequence[Scene]) -> list[LayoutViolation | None]:
+    """The first broken rule of each scene (as first_violation), each against its own directions.
+
+    Scenes are judged in groups of equal object count, so one crowded scene does not pad the others.
+    """
+    verdicts: list[LayoutViolation | None] = [None] * len(scenes)
+    groups: dict[int, list[int]] = {}
+    for position, scene in enumerate(scenes):
+        groups.setdefault(len(scene.objects), []).append(position)
+    for n, positions in groups.items():
+        if n == 0:
+            continue
+        group = [scenes[p] for p in positions]
+        xy = np.array([[o.coords[:2] for o in s.objects] for s in group], dtype=np.float64)
+        radii = np.array([[s.vocabulary.radius(o.size) for o in s.objects] for s in group], dtype=np.float64)
+        axes = np.array([[s.directions["left"][:2], s.directions["front"][:2]] for s in group], dtype=np.float64)
+        verdict = judge_batch(xy, radii, np.ones((len(group), n), dtype=bool), axes=axes)
+        for row in np.flatnonzero(~verdict.ok).tolist():
+            verdicts[positions[row]] = verdict.violation(row)
+    return verdicts

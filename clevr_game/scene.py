@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,41 @@ IMAGE_HEIGHT = 320
 
 MAX_OBJECTS = 10
 """CLEVR's most objects in one scene; the game's heads and a state player's slots are sized by it."""
+
+MAX_ABS_COORD = 1000.0
+"""A 3d coordinate farther from the centre is refused on reading. CLEVR's board is (-3, 3); a
+scene that breaks that is reported by the placement rules, but a coordinate such as 1e308 is no
+scene at all: squared distances overflow and relations stop meaning anything."""
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays and objects kept from untrusted JSON (extra scene fields, a player's
+answers). CLEVR's own files nest 5 levels; anything kept deeper would make a later repr or
+json.dumps of it fail with RecursionError far from where it was read."""
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
+_SHOWN.maxlist = _SHOWN.maxdict = _SHOWN.maxtuple = 6
+
+
+def shown_value(value: Any) -> str:
+    """A short repr of a bad value for an error line: a 64 MB list or a deep nest is shown in a few characters."""
+    return _SHOWN.repr(value)
+
+
+def nested_deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when decoded JSON nests lists and dicts more than `limit` levels (a scalar is level 0)."""
+    # A loop with its own stack: the point is to never recurse on untrusted depth.
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if type(node) is dict:
+            node = node.values()
+        elif type(node) is not list:
+            continue
+        if depth == limit:
+            return True
+        stack.extend((child, depth + 1) for child in node if type(child) is list or type(child) is dict)
+    return False
 
 
 def _ground_direction(vector: np.ndarray) -> tuple[float, float, float]:
@@ -248,14 +284,23 @@ _SCENE_KEYS = {"objects", "directions", "relationships", "image_index", "image_f
 
 def _number(value: Any, where: str, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"{where}: {name} must be a finite number, got {value!r}")
+        raise InputError(f"{where}: {name} must be a finite number, got {shown_value(value)}")
     return float(value)
 
 
 def _vector(value: Any, where: str, name: str, length: int) -> tuple[float, ...]:
     if not isinstance(value, (list, tuple)) or len(value) != length:
-        raise InputError(f"{where}: {name} must be a list of {length} numbers, got {value!r}")
+        raise InputError(f"{where}: {name} must be a list of {length} numbers, got {shown_value(value)}")
     return tuple(_number(x, where, name) for x in value)
+
+
+def _kept_extras(data: dict[str, Any], known: set[str], where: str) -> dict[str, Any]:
+    """The unknown fields of a scene or object, kept for the round trip once their depth is checked."""
+    extra = {k: v for k, v in data.items() if k not in known}
+    for key, value in extra.items():
+        if nested_deeper_than(value):
+            raise InputError(f"{where}: field {shown_value(key)} nests lists or dicts more than {MAX_JSON_DEPTH} levels deep")
+    return extra
 
 
 def parse_object(data: Any, vocabulary: Vocabulary, where: str) -> SceneObject:
@@ -267,7 +312,7 @@ def parse_object(data: Any, vocabulary: Vocabulary, where: str) -> SceneObject:
             raise InputError(f"{where}: missing field '{attribute}'")
         value = data[attribute]
         if not isinstance(value, str):
-            raise InputError(f"{where}: {attribute} must be a string, got {value!r}")
+            raise InputError(f"{where}: {attribute} must be a string, got {shown_value(value)}")
         try:
             vocabulary.index(attribute, value)
         except ValueError as exc:
@@ -276,13 +321,16 @@ def parse_object(data: Any, vocabulary: Vocabulary, where: str) -> SceneObject:
     if "3d_coords" not in data:
         raise InputError(f"{where}: missing field '3d_coords'")
     coords = _vector(data["3d_coords"], where, "3d_coords", 3)
+    if any(abs(c) > MAX_ABS_COORD for c in coords):
+        raise InputError(f"{where}: 3d_coords {shown_value(list(coords))} lie outside any CLEVR world "
+                         f"(each coordinate must be within +-{MAX_ABS_COORD:g}; the board is (-3, 3))")
     rotation = data.get("rotation", 0.0)
     _number(rotation, where, "rotation")
     pixel = data.get("pixel_coords")
     if pixel is not None:
         _vector(pixel, where, "pixel_coords", 3)
     pixel_coords = tuple(pixel) if pixel is not None else None  # ints stay ints on the way out
-    extra = {k: v for k, v in data.items() if k not in _OBJECT_KEYS}
+    extra = _kept_extras(data, _OBJECT_KEYS, where)
     return SceneObject(coords=coords, rotation=rotation, pixel_coords=pixel_coords, extra=extra, **values)
 
 
@@ -319,10 +367,11 @@ def parse_scene(
         _check_relationships(relationships, len(objects), scene_where)
     image_index = data.get("image_index")
     if image_index is not None and (isinstance(image_index, bool) or not isinstance(image_index, int)):
-        raise InputError(f"{scene_where}: image_index must be an integer, got {image_index!r}")
+        raise InputError(f"{scene_where}: image_index must be an integer, got {shown_value(image_index)}")
     for name in ("image_filename", "split"):  # they become file names when rendered
         if data.get(name) is not None and not isinstance(data[name], str):
-            raise InputError(f"{scene_where}: {name} must be a string, got {data[name]!r}")
+            raise InputError(f"{scene_where}: {name} must be a string, got {shown_value(data[name])}")
+    extra = _kept_extras(data, _SCENE_KEYS, scene_where)
     return Scene(
         objects=objects,
         directions=directions,
@@ -331,7 +380,7 @@ def parse_scene(
         image_filename=data.get("image_filename"),
         split=data.get("split"),
         relationships=relationships,
-        extra={k: v for k, v in data.items() if k not in _SCENE_KEYS},
+        extra=extra,
     )
 
 
@@ -360,6 +409,9 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+    except RecursionError:
+        # No CLEVR file nests more than a few levels: this is a hostile or broken file, not a big one.
+        raise InputError(f"{path}: JSON nested too deeply to read (arrays or objects about 1000 levels deep)") from None
 
 
 def load_scenes(path: str | os.PathLike[str], vocabulary: Vocabulary | None = None) -> list[Scene]:

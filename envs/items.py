@@ -18,11 +18,13 @@ import numpy as np
 
 from clevr_game.dataset import load_dataset
 from clevr_game.errors import InputError
+from clevr_game.layout import judge_scenes
 from clevr_game.programs import Program
+from clevr_game.programs.signatures import BOOL, INTEGER, SIGNATURES
 from clevr_game.scene import MAX_OBJECTS, Scene
 from clevr_game.text import MAX_QUESTION_TOKENS, WordVocabulary, default_word_vocabulary
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC
-from players.protocol import shown
+from players.protocol import SET_ANSWER_VOCABULARIES, SET_SEPARATOR, shown
 
 
 @dataclass
@@ -37,29 +39,85 @@ class Item:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def answer_kind_problem(program: Program, answer: str, scene: Scene) -> str | None:
+    """Why `answer` cannot answer `program` on `scene` whatever the scene holds, or None.
+
+    Only the answer's kind is judged (a count is a whole number no larger than the
+    scene's objects, a yes/no question is answered yes or no, a `query_<attribute>`
+    a value of that attribute; a CLEVR-POC set answer holds such values): a stored
+    answer that fails this was never computed from the question.
+    """
+    function = program[-1].function if program else ""
+    output = SIGNATURES.get(function, ((), ""))[1]
+    if output == INTEGER:
+        if not (answer.isascii() and answer.isdigit()) or int(answer) > len(scene):
+            return f"{function} answers a whole number from 0 to {len(scene)} (the scene's objects)"
+    elif output == BOOL:
+        if answer not in ("yes", "no"):
+            return f"{function} answers 'yes' or 'no'"
+    elif function.startswith("query_") and function[len("query_"):] in ATTRIBUTES:
+        attribute = function[len("query_"):]
+        allowed = scene.vocabulary.values(attribute)
+        values = answer.split(SET_SEPARATOR) if scene.vocabulary.name in SET_ANSWER_VOCABULARIES else [answer]
+        if any(value not in allowed for value in values):
+            return f"{function} answers one of {', '.join(allowed)}"
+    return None
+
+
+def check_item_scenes(scenes: Sequence[Scene], labels: Sequence[str]) -> None:
+    """InputError naming the first scene that breaks CLEVR's placement rules (clevr_game.layout).
+
+    `labels` locate each scene in its file (`scenes.json: scene 3`). Visibility, the one rule
+    that needs a render, is the game's to judge.
+    """
+    for label, verdict in zip(labels, judge_scenes(scenes), strict=True):
+        if verdict is not None:
+            raise InputError(f"{label}: {verdict.reason()} (CLEVR's placement rules; a game item must keep them)")
+
+
 def clevr_items(scenes_path: str | os.PathLike[str], questions_path: str | os.PathLike[str]) -> list[Item]:
-    """Every question with a known answer becomes an item `image_index:question_index`."""
-    _, questions, scene_of = load_dataset(scenes_path, questions_path)
+    """Every question with a known answer becomes an item `image_index:question_index`.
+
+    The scenes items use must keep CLEVR's placement rules and each stored answer must
+    be of its question's kind: InputError naming file, scene or question, and field.
+    """
+    scenes, questions, scene_of = load_dataset(scenes_path, questions_path)
+    scenes_name, questions_name = Path(scenes_path).name, Path(questions_path).name
     items = []
-    for question, scene in zip(questions, scene_of, strict=True):
+    used: dict[int, Scene] = {}
+    for position, (question, scene) in enumerate(zip(questions, scene_of, strict=True)):
         if question.answer is None:
             continue
         if len(scene) > MAX_OBJECTS:
             raise InputError(
-                f"{Path(scenes_path).name}: scene {question.image_index}: {len(scene)} objects, the game has {MAX_OBJECTS} heads"
+                f"{scenes_name}: scene {question.image_index}: {len(scene)} objects, the game has {MAX_OBJECTS} heads"
             )
+        problem = answer_kind_problem(question.program, question.answer, scene)
+        if problem is not None:
+            raise InputError(f"{questions_name}: question {position}: field 'answer' is {shown(question.answer)}, "
+                             f"but {problem}")
+        used[id(scene)] = scene
         items.append(Item(f"{question.image_index}:{question.index}", scene, question.text,
                           question.program, question.answer, question.family))
+    positions = {id(scene): position for position, scene in enumerate(scenes)}
+    checked = sorted(used.values(), key=lambda scene: positions[id(scene)])
+    check_item_scenes(checked, [f"{scenes_name}: scene {positions[id(scene)]}" for scene in checked])
     return items
 
 
 def load_items(path: str | os.PathLike[str]) -> list[Item]:
-    """Items of a dataset folder: CLEVR (`scenes.json` + `questions.json`) or CLEVR-POC (`items.json`)."""
+    """Items of a dataset folder: CLEVR (`scenes.json` + `questions.json`) or CLEVR-POC (`items.json`).
+
+    InputError (one line, naming file, item and field) for a scene that breaks CLEVR's placement
+    rules or a stored answer of the wrong kind: the game could not play such an item fairly.
+    """
     folder = Path(path)
     if (folder / "items.json").is_file():
-        from envs.poc_items import poc_items
+        from envs.poc_items import check_game_items, poc_items
 
-        return poc_items(folder)
+        items = poc_items(folder)
+        check_game_items(items)
+        return items
     scenes, questions = folder / "scenes.json", folder / "questions.json"
     if scenes.is_file() and questions.is_file():
         return clevr_items(scenes, questions)

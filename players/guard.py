@@ -25,6 +25,10 @@ DEFAULT_FAILURE_WINDOW = 100
 DEFAULT_MAX_ERROR_RATE = 0.05
 """A trial whose share of failed queries is above this is recorded as failed, not finished."""
 
+MAX_PLAYER_TIMEOUT_S = 3600.0
+"""The longest --player-timeout / --player-startup-timeout: an hour per answer is no time-out at all,
+and far larger numbers overflow the waits they set."""
+
 
 class PlayerGaveUp(RunFailed):
     """The player failed too often in a window of recent queries; the message is one line."""
@@ -117,10 +121,23 @@ class PlayerGuard(Player):
         self.player.close()
 
 
+def player_seconds(text: str) -> float:
+    """A time limit of an external player: a number of seconds in (0, MAX_PLAYER_TIMEOUT_S]."""
+    value = positive_float(text)
+    if value > MAX_PLAYER_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_PLAYER_TIMEOUT_S:g} seconds, got {text!r}")
+    return value
+
+
 def add_limit_options(p: argparse.ArgumentParser) -> None:
-    """--player-timeout, --max-player-failures, --max-error-rate: how much failure a run tolerates."""
-    p.add_argument("--player-timeout", type=positive_float, default=None, metavar="SECONDS",
-                   help="seconds an external (subprocess or http) player may take per answer (default: its own, 10 s / 30 s)")
+    """--player-timeout, --player-startup-timeout, --max-player-failures, --max-error-rate: how much failure a run tolerates."""
+    p.add_argument("--player-timeout", type=player_seconds, default=None, metavar="SECONDS",
+                   help="seconds an external (subprocess or http) player may take per answer, at most "
+                        f"{MAX_PLAYER_TIMEOUT_S:g} (default: its own, 10 s / 30 s)")
+    p.add_argument("--player-startup-timeout", type=player_seconds, default=None, metavar="SECONDS",
+                   help="seconds an external player may take for its first answer (a subprocess: of each fresh "
+                        "process; http: until a request is answered), never less than --player-timeout, at most "
+                        f"{MAX_PLAYER_TIMEOUT_S:g} (default: a subprocess waits 30 s, http the per-answer time)")
     p.add_argument("--max-player-failures", type=non_negative_int, default=DEFAULT_MAX_FAILURES, metavar="N",
                    help=f"give up on the player after N failed answers among its last {DEFAULT_FAILURE_WINDOW} "
                         f"(0: never; default {DEFAULT_MAX_FAILURES})")
@@ -133,4 +150,5 @@ def limits_from_args(args: argparse.Namespace) -> dict:
     if args.max_player_failures > DEFAULT_FAILURE_WINDOW:
         raise InputError(f"--max-player-failures {args.max_player_failures}: at most {DEFAULT_FAILURE_WINDOW}, "
                          "the window it counts in")
-    return {"timeout_s": args.player_timeout, "max_failures": args.max_player_failures or None}
+    return {"timeout_s": args.player_timeout, "startup_timeout_s": args.player_startup_timeout,
+            "max_failures": args.max_player_failures or None}

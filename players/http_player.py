@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from clevr_game.scene import MAX_JSON_DEPTH, nested_deeper_than
 from players.protocol import (
     NEED_SCENE,
     Answer,
@@ -58,8 +59,9 @@ class _Deadline:
     shutting the socket down wakes a read or write blocked on it at once.
     """
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, wait: str = "") -> None:
         self.timeout_s = timeout_s
+        self.wait = wait  # which wait this is, for the failure line
         self._end = time.monotonic() + timeout_s
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -85,7 +87,7 @@ class _Deadline:
         return left
 
     def failure(self) -> _RequestFailed:
-        return _RequestFailed(f"no complete response within {self.timeout_s:g} s")
+        return _RequestFailed(f"no complete response within {self.timeout_s:g} s{self.wait}")
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpcore's trace hook: remember each socket a connection opens (TCP, then TLS)."""
@@ -121,8 +123,12 @@ class HttpPlayer(Player):
     """A player served at `url`; `max_batch_size` splits large batches into several requests.
 
     `timeout_s` bounds each whole request (connect, send, full response);
-    `headers` are added to every request and are never sent to another host.
-    Environment proxies and .netrc are not used.
+    `startup_timeout_s`, when given, bounds the requests until the first one is
+    answered instead (never less than `timeout_s`: a server may load its model on
+    the first request); `headers` are added to every request and are never sent to
+    another host. Environment proxies and .netrc are not used. A response must come
+    uncompressed (the request asks for `identity`): a body in any other content
+    encoding fails its request unread, so a few kilobytes cannot unpack to gigabytes.
     """
 
     def __init__(
@@ -132,17 +138,23 @@ class HttpPlayer(Player):
         needs: Sequence[str] | frozenset[str] = frozenset({NEED_SCENE}),
         name: str | None = None,
         timeout_s: float = 30.0,
+        startup_timeout_s: float | None = None,
         max_batch_size: int | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"http player: url must start with http:// or https://, got {url!r}")
-        if timeout_s <= 0 or (max_batch_size is not None and max_batch_size < 1):
-            raise ValueError("http player: timeout_s must be > 0 and max_batch_size >= 1")
+        times_ok = 0 < timeout_s <= threading.TIMEOUT_MAX and (
+            startup_timeout_s is None or 0 <= startup_timeout_s <= threading.TIMEOUT_MAX)
+        if not times_ok or (max_batch_size is not None and max_batch_size < 1):
+            raise ValueError(f"http player: timeout_s must be in (0, {threading.TIMEOUT_MAX:g}], startup_timeout_s "
+                             "in [0, the same] and max_batch_size >= 1")
         self.url = url
         self.needs = check_needs(needs)
         self.name = name or url
         self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self._answered_any = False
         self.max_batch_size = max_batch_size
         # identity: a compressed body could expand far past MAX_RESPONSE_BYTES in one chunk.
         self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity", **(headers or {})}
@@ -170,6 +182,13 @@ class HttpPlayer(Player):
             data = json.loads(payload.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise _RequestFailed(f"malformed JSON response {shown(payload[:200].decode('utf-8', 'replace'))}") from None
+        except RecursionError:
+            too_deep = True  # too deep even to parse
+        else:
+            too_deep = nested_deeper_than(data)
+        if too_deep:
+            raise _RequestFailed(f"response nests JSON arrays or objects more than {MAX_JSON_DEPTH} levels deep")
+        self._answered_any = True
         answers = data.get("answers") if isinstance(data, dict) else None
         if not isinstance(answers, list):
             raise _RequestFailed("response has no 'answers' list")
@@ -182,7 +201,11 @@ class HttpPlayer(Player):
         import httpx
 
         client = self._http_client()
-        with _Deadline(self.timeout_s) as deadline:
+        if self._answered_any or self.startup_timeout_s is None:
+            deadline = _Deadline(self.timeout_s)
+        else:
+            deadline = _Deadline(max(self.startup_timeout_s, self.timeout_s), " (start-up wait: no request answered yet)")
+        with deadline:
             try:
                 return self._post_following_same_origin(client, httpx.URL(self.url), body, deadline)
             except _RequestFailed:
@@ -244,9 +267,14 @@ def _checked_body(response: httpx.Response, deadline: _Deadline) -> bytes:
         )
     if not 200 <= status < 300:
         raise _RequestFailed(f"POST failed with HTTP {status} {one_line(response.reason_phrase)}".rstrip())
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise _RequestFailed(
+            f"response in content encoding {shown(encoding)}, not asked for (the request accepts identity only)"
+        )
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
+    for chunk in response.iter_raw():  # raw: nothing is unpacked, so the cap counts what is kept
         deadline.left_s()
         size += len(chunk)
         if size > MAX_RESPONSE_BYTES:

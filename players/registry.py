@@ -127,17 +127,22 @@ def load_guarded(
     name_or_spec: str,
     *,
     timeout_s: float | None = None,
+    startup_timeout_s: float | None = None,
     max_failures: int | None = DEFAULT_MAX_FAILURES,
     window: int = DEFAULT_FAILURE_WINDOW,
     **kwargs: Any,
 ) -> PlayerGuard:
     """`load`, with failures counted and a limit on them (see players.guard).
 
-    `timeout_s` bounds each answer of an external player (subprocess or http);
+    `timeout_s` bounds each answer of an external player (subprocess or http),
+    `startup_timeout_s` its first answer (None: the player's own default);
     in-process players take no time-out.
     """
-    if timeout_s is not None and is_external(name_or_spec):
-        kwargs["timeout_s"] = timeout_s
+    if is_external(name_or_spec):
+        if timeout_s is not None:
+            kwargs["timeout_s"] = timeout_s
+        if startup_timeout_s is not None:
+            kwargs["startup_timeout_s"] = startup_timeout_s
     return PlayerGuard(load(name_or_spec, **kwargs), max_failures=max_failures, window=window)
 
 

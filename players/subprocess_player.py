@@ -1,11 +1,14 @@
 """A player that is any program speaking JSON lines on stdin / stdout (docs/players.md).
 
 The whole batch is written by a writer thread while reader threads drain stdout and
-stderr, so neither side can block on a full pipe. Each answer must arrive within
-`timeout_s` of the previous one (plus `startup_timeout_s` for the first answer of a
-fresh process, which may be loading a model). A hang, a crash or an answer outside
-the vocabulary becomes an error answer for the query it concerns; after a hang or a
-crash the process is replaced and the rest of the batch is sent to the new one.
+stderr, so neither side can block on a full pipe (stdout is read at most a few lines
+ahead of the game, stderr only for its last lines). Each answer must arrive within
+`timeout_s` of the previous one; the first answer of a fresh process, which may be
+loading a model, within `startup_timeout_s` (or `timeout_s`, when that is longer).
+A hang, a crash, a stdout line longer than MAX_LINE_BYTES or an answer outside the
+vocabulary becomes an error answer for the query it concerns; after a hang, a crash
+or an endless line the process is replaced and the rest of the batch is sent to the
+new one.
 
 A stdout line that answers no awaited query (a start-up banner, a stray print, a
 line that is not JSON, an id not in the batch) is skipped and counted in
@@ -31,6 +34,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from clevr_game.scene import MAX_JSON_DEPTH, nested_deeper_than
 from players.protocol import (
     NEED_SCENE,
     Answer,
@@ -43,9 +47,16 @@ from players.protocol import (
     shown,
 )
 
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""A longer stdout line fails the awaited query and the process is killed: an answer line is a
+few dozen bytes, and reading a line without end would hold all of it in memory."""
+
+_LINES_BUFFERED = 16  # stdout lines read ahead of the game: the player waits, memory stays bounded
 _STDERR_LINES_KEPT = 20
+_STDERR_LINE_BYTES = 4096  # of each stderr line, enough for an error line; the rest is skipped unkept
 _EXIT_WAIT_S = 1.0  # for the exit code of a process that closed its stdout
 _STOP_GRACE_S = 1.0  # for a process to exit by itself once its stdin is closed
+_PUT_RETRY_S = 0.1  # how often a stdout reader blocked on a full buffer checks that it is still wanted
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +66,13 @@ class _Timeout:
 
 
 _TIMED_OUT = _Timeout()
+
+
+class _TooLong:
+    """Marks a stdout line longer than MAX_LINE_BYTES; nothing after it is read."""
+
+
+_TOO_LONG = _TooLong()
 
 
 def _kill_group(popen: subprocess.Popen[bytes]) -> None:
@@ -79,7 +97,8 @@ class _Process:
             start_new_session=True,  # its own group, so helpers it spawns die with it
         )
         self.answered_any = False
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._lines: queue.Queue[bytes | _TooLong | None] = queue.Queue(maxsize=_LINES_BUFFERED)
+        self._gone = threading.Event()
         self._put_back: deque[bytes] = deque()
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES_KEPT)
         self._writer: threading.Thread | None = None
@@ -92,16 +111,40 @@ class _Process:
 
     def _pump_stdout(self) -> None:
         assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
+        with contextlib.suppress(OSError, ValueError):  # the pipe closed under us: the process was killed
+            while True:
+                line = self.popen.stdout.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                    self._hand_over(_TOO_LONG)
+                    return
+                if not self._hand_over(line):
+                    return
+        self._hand_over(None)
+
+    def _hand_over(self, line: bytes | _TooLong | None) -> bool:
+        """Queue `line` for the reader, waiting while the buffer is full; False once the process is gone."""
+        while not self._gone.is_set():
+            try:
+                self._lines.put(line, timeout=_PUT_RETRY_S)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def _pump_stderr(self) -> None:
         assert self.popen.stderr is not None
-        for line in self.popen.stderr:
-            text = line.decode("utf-8", "replace").strip()
-            if text:
-                self._stderr_tail.append(text)
+        continued = False  # the last piece read ended inside a line longer than _STDERR_LINE_BYTES
+        with contextlib.suppress(OSError, ValueError):
+            while True:
+                piece = self.popen.stderr.readline(_STDERR_LINE_BYTES)
+                if not piece:
+                    break
+                text = "" if continued else piece.decode("utf-8", "replace").strip()
+                continued = not piece.endswith(b"\n")
+                if text:
+                    self._stderr_tail.append(text)
 
     def _write(self, payload: bytes) -> None:
         assert self.popen.stdin is not None
@@ -118,8 +161,8 @@ class _Process:
         self._writer = threading.Thread(target=self._write, args=(payload,), daemon=True)
         self._writer.start()
 
-    def next_line(self, timeout_s: float) -> bytes | None | _Timeout:
-        """The next stdout line, None at end of output, or _TIMED_OUT."""
+    def next_line(self, timeout_s: float) -> bytes | None | _Timeout | _TooLong:
+        """The next stdout line, None at end of output, _TIMED_OUT, or _TOO_LONG."""
         if self._put_back:
             return self._put_back.popleft()
         try:
@@ -147,6 +190,7 @@ class _Process:
         return self._stderr_tail[-1] if self._stderr_tail else ""
 
     def kill(self) -> None:
+        self._gone.set()
         _kill_group(self.popen)
         self._join_threads()
 
@@ -181,7 +225,8 @@ class SubprocessPlayer(Player):
     """A player run as `command`, one JSON query per stdin line, one JSON answer per stdout line.
 
     `needs` says what the program is sent (`scene`, `image`, `program`); `timeout_s`
-    bounds the wait for each answer; `max_restarts` is how many times in a row the
+    bounds the wait for each answer, `startup_timeout_s` the wait for the first answer
+    of a fresh process (never less than `timeout_s`); `max_restarts` is how many times in a row the
     process may be replaced without giving an answer in between, after which every
     further query fails at once (a player that cannot start is not retried forever).
     """
@@ -200,9 +245,11 @@ class SubprocessPlayer(Player):
     ) -> None:
         if not command:
             raise ValueError("subprocess player: empty command")
-        if timeout_s <= 0 or startup_timeout_s < 0 or max_restarts < 0:
+        if not (0 < timeout_s <= threading.TIMEOUT_MAX and 0 <= startup_timeout_s <= threading.TIMEOUT_MAX) \
+                or max_restarts < 0:
             raise ValueError(
-                "subprocess player: timeout_s must be > 0, startup_timeout_s and max_restarts >= 0"
+                "subprocess player: timeout_s must be > 0, startup_timeout_s and max_restarts >= 0, "
+                f"both times at most {threading.TIMEOUT_MAX:g} s"
             )
         self.command = [str(part) for part in command]
         self.needs = check_needs(needs)
@@ -289,7 +336,10 @@ class SubprocessPlayer(Player):
         `later` counts the ids of the batch's queries still to come after `query`.
         """
         where = f"{self.name}: query {query.item_id!r}"
-        timeout_s = self.timeout_s + (0.0 if process.answered_any else self.startup_timeout_s)
+        if process.answered_any:
+            timeout_s, wait = self.timeout_s, ""
+        else:  # loading a model may take longer than any later answer
+            timeout_s, wait = max(self.startup_timeout_s, self.timeout_s), "start-up wait of a fresh process; "
         # Stray lines do not extend the wait: a chatty process that never answers is a hang.
         deadline = time.monotonic() + timeout_s
         skipped = _Skipped()
@@ -299,7 +349,16 @@ class SubprocessPlayer(Player):
                 return _ReadOutcome(
                     Answer.failed(
                         query.item_id,
-                        f"{where}: no answer within {timeout_s:g} s (hang{skipped.note()}); process killed",
+                        f"{where}: no answer within {timeout_s:g} s ({wait}hang{skipped.note()}); process killed",
+                    ),
+                    process_lost=True,
+                )
+            if isinstance(line, _TooLong):
+                return _ReadOutcome(
+                    Answer.failed(
+                        query.item_id,
+                        f"{where}: a stdout line longer than {MAX_LINE_BYTES} bytes (an answer is one short "
+                        f"JSON line){skipped.note()}; process killed",
                     ),
                     process_lost=True,
                 )
@@ -314,6 +373,12 @@ class SubprocessPlayer(Player):
                     process_lost=True,
                 )
             data, answer_id = _decoded(line)
+            if data is _TOO_DEEP:
+                # Its id cannot be read safely: the line stands for the answer awaited.
+                return _ReadOutcome(Answer.failed(
+                    query.item_id,
+                    f"{where}: answer nests JSON arrays or objects more than {MAX_JSON_DEPTH} levels deep",
+                ))
             if answer_id == query.item_id:
                 process.answered_any = True
                 self._failures_in_row = 0  # it is alive and answering
@@ -355,12 +420,19 @@ class SubprocessPlayer(Player):
         return self._process.popen.pid if self._process is not None else None
 
 
+_TOO_DEEP = object()  # stands for a line whose JSON nests deeper than MAX_JSON_DEPTH
+
+
 def _decoded(line: bytes) -> tuple[object, str | None]:
-    """The JSON value of a stdout line and its answer id (None when it has none)."""
+    """The JSON value of a stdout line and its answer id (None when it has none); _TOO_DEEP for a nest."""
     try:
         data = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None, None
+    except RecursionError:
+        return _TOO_DEEP, None
+    if nested_deeper_than(data):
+        return _TOO_DEEP, None
     if not isinstance(data, dict) or "id" not in data or isinstance(data["id"], (dict, list)):
         return data, None
     return data, str(data["id"])

@@ -112,10 +112,14 @@ def read_torch(path: str | os.PathLike[str], what: str) -> Any:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such {what}")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: empty {what} (0 bytes)")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a corrupt or foreign file
-        raise InputError(f"{path}: cannot read {what}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        lines = str(exc).strip().splitlines()  # some (EOFError of a truncated file) say nothing
+        reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+        raise InputError(f"{path}: cannot read {what}: {reason}") from None
 
 
 def load_player_file(path: str | os.PathLike[str]) -> PlayerFile:
