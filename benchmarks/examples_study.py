@@ -591,12 +591,17 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
         f"{' (--report-only: none now)' if options.report_only and pending else ''}")
     if options.report_only:
         pending = []
+    if pending:
+        log(plan_estimate([player for _, player, _, _ in pending], list(records.values())))
     note = precision_note({player for _, player, _, _ in pending}, options)
     if note:
         log(note)
     work = out / "work"
     deadline = None if options.max_minutes is None else time.time() + options.max_minutes * 60
     ran, complete = 0, True
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(pending), desc="study", unit="trial", disable=None, leave=False)  # off when not a terminal
     for record in _pending_records(pending, options, work, deadline, log):
         if record is None:
             complete = False
@@ -604,10 +609,12 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
         records[record["key"]] = record
         write_records(out, records)
         ran += 1
+        bar.update()
         log(f"[{ran}/{len(pending)}] {record['dataset']} {record['player']} fraction {record['fraction']:g} "
             f"trial {record['trial']}: unseen accuracy {record['accuracy']:.4f} ({record['train_scenes']} train "
             f"scenes, {record['steps']} steps{', early stop' if record['stopped_early'] else ''}, "
             f"{record['seconds']:.0f} s)")
+    bar.close()
     if complete:
         shutil.rmtree(work, ignore_errors=True)  # a cut run keeps its cut trials' checkpoints for the next
     if not complete:
@@ -615,6 +622,31 @@ def _run_study(options: StudyOptions, out: Path, log: Callable[[str], None]) -> 
     report = write_report(out, list(records.values()), options.command)
     done = sum(trial_key(dataset_name(p[0]), *p[1:]) in records for p in planned)
     return StudyOutcome(len(planned), done, ran, complete, report)
+
+
+MEASURED_TRIAL_SECONDS = {"state-transformer": 189, "object-transformer": 280, "film": 378, "pixel-rn": 2423}
+"""Mean seconds per trial of each player in the committed studies (results/examples-study*/study.jsonl, one
+core per trial on this project's 2-core machines): the estimate before a folder has records of its own."""
+
+
+def plan_estimate(pending_players: list[str], records: list[dict]) -> str:
+    """One line: the trials to run and about how long, from this folder's own mean per player, else the committed one."""
+    from collections import Counter
+
+    own: dict[str, list[float]] = {}
+    for record in records:
+        own.setdefault(record.get("player", ""), []).append(float(record.get("seconds", 0.0)))
+    parts, total, unknown = [], 0.0, []
+    for player, count in sorted(Counter(pending_players).items()):
+        measured = own.get(player)
+        each = sum(measured) / len(measured) if measured else MEASURED_TRIAL_SECONDS.get(player)
+        if each is None:
+            unknown.append(player)
+            continue
+        total += each * count
+        parts.append(f"{player} {count} x ~{each:.0f} s")
+    line = f"plan: {len(pending_players)} trials, about {total / 3600:.1f} h of one core ({'; '.join(parts)})"
+    return line + (f"; no measured time yet for {', '.join(unknown)}" if unknown else "")
 
 
 def precision_note(players: set[str], options: StudyOptions) -> str | None:

@@ -652,7 +652,8 @@ def test_a_tiny_pixel_study_renders_once_runs_end_to_end_and_resumes(folder, tmp
     assert main([*common, "--trials", "2"]) == 0  # resumed: trial 1 runs on the images of trial 0
     second = capsys.readouterr().out.splitlines()
     assert second[0] == "4 trials planned, 2 recorded, 2 to run"
-    assert second[1].startswith(f"2-one-few: {FEW_SCENES} images (fast-128x96; 0 new, {FEW_SCENES} already there)")
+    assert second[1].startswith("plan: 2 trials, about ") and "film 1 x ~" in second[1]
+    assert second[2].startswith(f"2-one-few: {FEW_SCENES} images (fast-128x96; 0 new, {FEW_SCENES} already there)")
     assert not any(line.startswith("rendering ") for line in second)
     assert {path.name: path.stat().st_mtime_ns for path in images.iterdir()} == rendered  # nothing rewritten
     again = read_records(out)
