@@ -10,16 +10,36 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from agents.commands import MAX_ENVS, MAX_EVAL_SAMPLES, attack_bytes
 from clevr_game.cli_types import (
-    non_negative_float,
-    positive_float,
-    positive_int,
-    positive_int_list,
+    MAX_BLENDER_WORKERS,
+    MAX_ITEMS,
+    MAX_LEARNING_RATE,
+    MAX_MINUTES,
+    MAX_STEPS,
+    MAX_THREADS,
+    MAX_TRAINING_BATCH,
+    MAX_WORKERS,
+    check_memory,
+    float_in,
+    image_size,
+    int_in,
+    int_list_in,
+    output_folder,
     random_seed,
 )
 from clevr_game.errors import InputError
 from players.guard import add_limit_options, limits_from_args
+
+MAX_SEEDS = 1_000
+"""Seeds per mini-game (the paper's full Table 2 runs 30)."""
+MAX_TRIALS = 1_000
+"""Random scene splits per share in the examples study (default 10)."""
+
+if TYPE_CHECKING:
+    from benchmarks.presets import Preset
 
 # ------------------------------------------------------------------ the benchmark and its report
 
@@ -31,6 +51,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     from clevr_game.run_files import TRIALS_FILE
 
     preset = PRESETS[args.preset]
+    _check_benchmark_memory(args, preset)
     limits = limits_from_args(args)
     out = Path(args.out)
     plan = preset_plan(
@@ -60,6 +81,19 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     print(f"trials: {total} finished: {len(records) - failed} failed: {failed}")
     print(f"report: {md} {page}")
     return 1 if failed else 0
+
+
+def _check_benchmark_memory(args: argparse.Namespace, preset: Preset) -> None:
+    """The largest trial, times the workers running trials side by side, must fit before any starts."""
+    from agents.attack import AttackOptions
+
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(preset.sizes)
+    size = max(sizes)
+    budget = preset.budget(size)
+    eval_samples = budget.eval_samples or preset.eval_samples
+    steps = args.steps or budget.steps
+    check_memory(args.workers * attack_bytes(size, eval_samples, AttackOptions.num_envs, steps),
+                 f"benchmark: --workers {args.workers} trials of size {size} x {eval_samples} evaluation samples")
 
 
 def _adversaries(text: str) -> list[str]:
@@ -95,12 +129,12 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
                         "and the project's own (default: the own templates only, with a notice)")
     p.add_argument("--players", default=None, help="comma-separated player names (default: the preset's players)")
     p.add_argument("--items", default=None, help="item folder (default: a generated pool in OUT/items)")
-    p.add_argument("--sizes", type=positive_int_list, default=None, help="comma-separated mini-game sizes")
-    p.add_argument("--minigames", type=positive_int, default=None, help="mini-games per size")
-    p.add_argument("--seeds", type=positive_int, default=None)
-    p.add_argument("--steps", type=positive_int, default=None, help="training env steps per trial")
-    p.add_argument("--out", default="results")
-    p.add_argument("--workers", type=positive_int, default=2, help="local processes running trials")
+    p.add_argument("--sizes", type=int_list_in(1, MAX_ITEMS), default=None, help="comma-separated mini-game sizes")
+    p.add_argument("--minigames", type=int_in(1, MAX_ITEMS), default=None, help="mini-games per size")
+    p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None)
+    p.add_argument("--steps", type=int_in(1, MAX_STEPS), default=None, help="training env steps per trial")
+    p.add_argument("--out", type=output_folder, default="results")
+    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="local processes running trials")
     p.add_argument("--ray", action="store_true", help="run trials as Ray tasks on a local Ray")
     p.add_argument("--ray-address", default=None, help="run trials on this Ray cluster")
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
@@ -134,6 +168,9 @@ def _add_gallery_option(p: argparse.ArgumentParser) -> None:
 def _cmd_adversarial_training(args: argparse.Namespace) -> int:
     from benchmarks.adversarial_training import AdversarialTrainingOptions, run_adversarial_training
 
+    check_memory(args.workers * attack_bytes(args.size, args.eval_samples, args.num_envs, args.steps),
+                 f"adversarial-training: --workers {args.workers} trials of --size {args.size} x --eval-samples "
+                 f"{args.eval_samples}, --num-envs {args.num_envs}, --steps {args.steps}")
     report = run_adversarial_training(AdversarialTrainingOptions(
         player=args.player, items=args.items, out=args.out, heldout=args.heldout, size=args.size,
         minigames=args.minigames, seeds=args.seeds, steps=args.steps, finetune_steps=args.finetune_steps,
@@ -160,33 +197,34 @@ def add_adversarial_training_commands(subparsers: argparse._SubParsersAction) ->
                         "and size")
     p.add_argument("--items", required=True, help="item pool (CLEVR dataset folder); also the clean fine-tuning data; "
                    "only read (a pixel player's images are rendered for a copy in OUT/pixel-data)")
-    p.add_argument("--out", required=True, help="experiment folder")
+    p.add_argument("--out", type=output_folder, required=True, help="experiment folder")
     p.add_argument("--heldout", default=defaults.heldout,
                    help="clean held-out dataset (default: generated in OUT/heldout)")
-    p.add_argument("--size", type=positive_int, default=defaults.size, help="mini-game size")
-    p.add_argument("--minigames", type=positive_int, default=defaults.minigames,
+    p.add_argument("--size", type=int_in(1, MAX_ITEMS), default=defaults.size, help="mini-game size")
+    p.add_argument("--minigames", type=int_in(1, MAX_ITEMS), default=defaults.minigames,
                    help="M: mini-games 0..M-1 before, the fresh M..2M-1 after")
-    p.add_argument("--seeds", type=positive_int, default=defaults.seeds)
-    p.add_argument("--steps", type=positive_int, default=defaults.steps,
+    p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=defaults.seeds)
+    p.add_argument("--steps", type=int_in(1, MAX_STEPS), default=defaults.steps,
                    help="adversary training env steps per trial")
     # The fine-tune's other settings (weight decay, clipping, ...) are its trainer's: TrainingOptions' for a
     # state player, PixelTrainingOptions' for a pixel player.
-    p.add_argument("--finetune-steps", type=positive_int, default=defaults.finetune_steps,
+    p.add_argument("--finetune-steps", type=int_in(1, MAX_STEPS), default=defaults.finetune_steps,
                    help="fine-tuning optimiser steps, state and pixel players alike (default %(default)s)")
-    p.add_argument("--finetune-batch-size", type=positive_int, default=defaults.finetune_batch_size,
+    p.add_argument("--finetune-batch-size", type=int_in(1, MAX_TRAINING_BATCH), default=defaults.finetune_batch_size,
                    help="(default %(default)s)")
-    p.add_argument("--finetune-learning-rate", type=non_negative_float, default=defaults.finetune_learning_rate,
+    p.add_argument("--finetune-learning-rate", type=float_in(0, MAX_LEARNING_RATE),
+                   default=defaults.finetune_learning_rate,
                    help="(default %(default)s; warmup: a tenth of the steps)")
     p.add_argument("--select", choices=list(SELECTIONS), default=defaults.select, help="what the export keeps")
     p.add_argument("--split-seed", type=random_seed, default=defaults.split_seed)
     p.add_argument("--seed", type=random_seed, default=defaults.seed, help="fine-tuning seed")
-    p.add_argument("--num-envs", type=positive_int, default=defaults.num_envs)
-    p.add_argument("--eval-samples", type=positive_int, default=defaults.eval_samples)
+    p.add_argument("--num-envs", type=int_in(1, MAX_ENVS), default=defaults.num_envs)
+    p.add_argument("--eval-samples", type=int_in(1, MAX_EVAL_SAMPLES), default=defaults.eval_samples)
     p.add_argument("--adversary-weights", default=defaults.adversary_weights,
                    help="relation-network file (default: the shipped one)")
-    p.add_argument("--workers", type=positive_int, default=defaults.workers,
+    p.add_argument("--workers", type=int_in(1, MAX_BLENDER_WORKERS), default=defaults.workers,
                    help="local processes running trials; pixel players: also Blender workers rendering images")
-    p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads for fine-tuning")
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=defaults.threads, help="torch threads for fine-tuning")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_adversarial_training)
 
@@ -265,27 +303,29 @@ def add_study_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="comma-separated players: state-transformer, state-rn, film, pixel-rn, object-transformer")
     p.add_argument("--fractions", type=_share_list, default=_share_list("0.01,0.05,0.1,0.25,0.5,0.75,0.9"),
                    help="shares of the scenes trained on")
-    p.add_argument("--trials", type=positive_int, default=10, help="random scene splits per fraction")
-    p.add_argument("--out", required=True, help=f"results folder ({RESULTS_FILE}, {REPORT_FILE}, {FIGURE_FILE})")
-    p.add_argument("--steps", type=positive_int, default=defaults.steps, help="step budget of each training run")
-    p.add_argument("--max-minutes", type=positive_float, default=defaults.max_minutes,
+    p.add_argument("--trials", type=int_in(1, MAX_TRIALS), default=10, help="random scene splits per fraction")
+    p.add_argument("--out", type=output_folder, required=True,
+                   help=f"results folder ({RESULTS_FILE}, {REPORT_FILE}, {FIGURE_FILE})")
+    p.add_argument("--steps", type=int_in(1, MAX_STEPS), default=defaults.steps,
+                   help="step budget of each training run")
+    p.add_argument("--max-minutes", type=float_in(0, MAX_MINUTES, above_lo=True), default=defaults.max_minutes,
                    help="stop the whole study after this long (the cut trial is not recorded; rerun to continue)")
-    p.add_argument("--batch-size", type=positive_int, default=defaults.batch_size)
-    p.add_argument("--learning-rate", type=positive_float, default=defaults.learning_rate)
-    p.add_argument("--eval-every", type=positive_int, default=defaults.eval_every,
+    p.add_argument("--batch-size", type=int_in(1, MAX_TRAINING_BATCH), default=defaults.batch_size)
+    p.add_argument("--learning-rate", type=float_in(0, MAX_LEARNING_RATE, above_lo=True), default=defaults.learning_rate)
+    p.add_argument("--eval-every", type=int_in(1, MAX_STEPS), default=defaults.eval_every,
                    help="steps between validation evaluations")
-    p.add_argument("--patience", type=positive_int, default=defaults.patience,
+    p.add_argument("--patience", type=int_in(1, MAX_STEPS), default=defaults.patience,
                    help="validation evaluations without a better accuracy before a run stops")
     p.add_argument("--config", default=None,
                    help="state players' model config as JSON, e.g. '{\"width\": 64, \"layers\": 2}'")
     p.add_argument("--seed", type=random_seed, default=defaults.seed, help="seeds the splits and the models")
-    p.add_argument("--threads", type=positive_int, default=defaults.threads, help="torch threads of each trial")
-    p.add_argument("--workers", type=positive_int, default=defaults.workers,
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=defaults.threads, help="torch threads of each trial")
+    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=defaults.workers,
                    help="trials run side by side, one process each (the records are the same as with one)")
     p.add_argument("--preset", default=defaults.preset, help="pixel players: render preset of the images")
-    p.add_argument("--image-size", default=f"{defaults.image_width}x{defaults.image_height}",
+    p.add_argument("--image-size", type=image_size, default=f"{defaults.image_width}x{defaults.image_height}",
                    help="pixel players: image size, WIDTHxHEIGHT")
-    p.add_argument("--render-workers", type=positive_int, default=defaults.render_workers,
+    p.add_argument("--render-workers", type=int_in(1, MAX_BLENDER_WORKERS), default=defaults.render_workers,
                    help="pixel players: Blender workers rendering a dataset's missing images (once per dataset)")
     p.add_argument("--pixel-config", default=None,
                    help="pixel players' model configs as JSON keyed by player, e.g. '{\"film\": {\"width\": 32}}', "

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from clevr_game.errors import ClevrGameError
 
@@ -38,6 +39,20 @@ COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 """(module, function, the commands it adds) for each command group, in the order `clevr-game --help` lists them."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad command line ends with one line, as every other error does; `--help` still shows the usage.
+
+    argparse prints the whole usage first, which for `attack` is fifteen lines
+    above the one that says what is wrong. Sub-commands' parsers are this class too.
+    A missing command keeps the usage: it is the list of commands to choose from.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        if self._subparsers is not None and message.startswith("the following arguments are required"):
+            super().error(message)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given the arguments, only the chosen command's group is imported.
 
@@ -46,7 +61,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     `answer` a third of a second, so the others are left out unless the
     arguments name no known command (then `--help` and errors list them all).
     """
-    parser = argparse.ArgumentParser(prog="clevr-game", description=DESCRIPTION)
+    parser = OneLineParser(prog="clevr-game", description=DESCRIPTION)
     subparsers = parser.add_subparsers(dest="command", required=True)
     chosen = _chosen_command(argv)
     groups = [g for g in COMMAND_GROUPS if chosen in g[2]] or COMMAND_GROUPS

@@ -8,7 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from clevr_game.cli_types import positive_int, random_seed
+from clevr_game.cli_types import (
+    MAX_ANSWER_BATCH,
+    MAX_ITEMS,
+    MOVE_BYTES,
+    check_memory,
+    int_in,
+    random_seed,
+)
 from clevr_game.errors import RunFailed
 from players.guard import add_limit_options, limits_from_args
 
@@ -19,6 +26,7 @@ def _cmd_play(args: argparse.Namespace) -> int:
     from players.guard import PlayerGaveUp
     from players.registry import check_spec, load_guarded
 
+    check_memory(args.episodes * MOVE_BYTES, f"play: --episodes {args.episodes}")
     limits = limits_from_args(args)
     check_spec(args.player)
     pool = ItemPool(load_items(args.items))
@@ -50,11 +58,11 @@ def add_game_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--player", default="oracle", help="oracle, a registered name, subprocess:<command>, or an http URL")
     p.add_argument("--moves", choices=["random", "stay"], default="random",
                    help="random: a uniform bin on each axis for every object; stay: move nothing (the unmoved answers)")
-    p.add_argument("--episodes", type=positive_int, default=1000,
+    p.add_argument("--episodes", type=int_in(1, MAX_ITEMS), default=1000,
                    help="moves to play, items taken in turn (each item gets about EPISODES / items)")
     p.add_argument("--mode", choices=list(MOVE_MODES), default="displacement",
                    help="displacement: a bin moves an object by -0.9..0.9 in steps of 0.3; absolute: a 7 x 7 grid")
-    p.add_argument("--batch", type=positive_int, default=64,
+    p.add_argument("--batch", type=int_in(1, MAX_ANSWER_BATCH), default=64,
                    help="moves played at once (the player is asked once per batch)")
     p.add_argument("--seed", type=random_seed, default=0, help="seed of the random moves")
     add_limit_options(p)

@@ -13,16 +13,27 @@ from argparse import SUPPRESS
 from typing import Any
 
 from clevr_game.cli_types import (
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
+    MAX_ANSWER_BATCH,
+    MAX_BLENDER_WORKERS,
+    MAX_ITEMS,
+    MAX_LEARNING_RATE,
+    MAX_MINUTES,
+    MAX_STEPS,
+    MAX_THREADS,
+    MAX_TRAINING_BATCH,
+    float_in,
+    image_size,
+    int_in,
+    output_file,
+    output_folder,
     random_seed,
 )
 from clevr_game.errors import InputError, RunFailed
 from players.guard import add_limit_options, limits_from_args
 
 TRAINABLE = ("state-transformer", "state-rn")
+MAX_WEIGHT_DECAY = 10.0
+"""Decoupled weight decay (the trainers' defaults are 0.01 and 1e-4)."""
 PIXEL_TRAINABLE = ("pixel-rn", "film", "neuro-symbolic", "object-transformer")  # trained by players.pixel.commands
 
 
@@ -125,27 +136,30 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p = commands.add_parser("train", help="train a state player on a generated (or CLEVR) dataset; resumable")
     p.add_argument("--player", choices=TRAINABLE + PIXEL_TRAINABLE, required=True)
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
-    p.add_argument("--out", required=True, help="player file to write; the checkpoint is <out>.ckpt")
+    p.add_argument("--out", type=output_file, required=True, help="player file to write; the checkpoint is <out>.ckpt")
     p.add_argument("--eval-data", default=None, help="held-out dataset folder for the learning curve")
     # Tunables left out default to the trainer's own figures (state and pixel players differ).
     trainer = "(default: the player kind's, TrainingOptions / PixelTrainingOptions)"
-    p.add_argument("--steps", type=positive_int, default=SUPPRESS,
+    p.add_argument("--steps", type=int_in(1, MAX_STEPS), default=SUPPRESS,
                    help=f"total optimiser steps; resume with a larger value to extend the run {trainer}")
-    p.add_argument("--batch-size", type=positive_int, default=SUPPRESS, help=trainer)
-    p.add_argument("--learning-rate", type=non_negative_float, default=SUPPRESS, help=trainer)
-    p.add_argument("--weight-decay", type=non_negative_float, default=SUPPRESS, help=trainer)
-    p.add_argument("--warmup-steps", type=non_negative_int, default=SUPPRESS, help=trainer)
-    p.add_argument("--decay-steps", type=non_negative_int, default=None,
+    p.add_argument("--batch-size", type=int_in(1, MAX_TRAINING_BATCH), default=SUPPRESS, help=trainer)
+    p.add_argument("--learning-rate", type=float_in(0, MAX_LEARNING_RATE), default=SUPPRESS, help=trainer)
+    p.add_argument("--weight-decay", type=float_in(0, MAX_WEIGHT_DECAY), default=SUPPRESS, help=trainer)
+    p.add_argument("--warmup-steps", type=int_in(0, MAX_STEPS), default=SUPPRESS, help=trainer)
+    p.add_argument("--decay-steps", type=int_in(0, MAX_STEPS), default=None,
                    help="final linear learning-rate decay (default: the last fifth of --steps)")
     p.add_argument("--seed", type=random_seed, default=0)
-    p.add_argument("--eval-every", type=positive_int, default=SUPPRESS, help=trainer)
-    p.add_argument("--eval-size", type=positive_int, default=SUPPRESS, help=f"held-out questions used for the curve {trainer}")
-    p.add_argument("--checkpoint-minutes", type=positive_float, default=SUPPRESS, help=trainer)
-    p.add_argument("--max-minutes", type=positive_float, default=None, help="checkpoint and stop after this long")
+    p.add_argument("--eval-every", type=int_in(1, MAX_STEPS), default=SUPPRESS, help=trainer)
+    p.add_argument("--eval-size", type=int_in(1, MAX_ITEMS), default=SUPPRESS,
+                   help=f"held-out questions used for the curve {trainer}")
+    p.add_argument("--checkpoint-minutes", type=float_in(0, MAX_MINUTES, above_lo=True), default=SUPPRESS, help=trainer)
+    p.add_argument("--max-minutes", type=float_in(0, MAX_MINUTES, above_lo=True), default=None,
+                   help="checkpoint and stop after this long")
     p.add_argument("--config", default=None, help="model config as JSON, e.g. '{\"width\": 128, \"layers\": 4}'")
-    p.add_argument("--threads", type=positive_int, default=1,
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=1,
                    help="torch threads (1 is fastest on a busy shared machine)")
-    p.add_argument("--log-dir", default=None, help="TensorBoard folder (default <out>.logs; '' for none)")
+    p.add_argument("--log-dir", type=output_folder, default=None,
+                   help="TensorBoard folder (default <out>.logs; '' for none)")
     p.add_argument("--resume", action="store_true", help="continue from <out>.ckpt")
     p.add_argument("--extra", action="append", default=[], metavar="DIR",
                    help="another dataset folder to train on as well, e.g. `clevr-game export` output (repeatable; "
@@ -162,8 +176,9 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
                         "e.g. with --init players/weights/neuro-symbolic.pt on new question phrasings")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
-    p.add_argument("--image-size", default="128x96", help="pixel players: image size, WIDTHxHEIGHT")
-    p.add_argument("--render-workers", type=positive_int, default=2, help="pixel players: Blender workers for missing images")
+    p.add_argument("--image-size", type=image_size, default="128x96", help="pixel players: image size, WIDTHxHEIGHT")
+    p.add_argument("--render-workers", type=int_in(1, MAX_BLENDER_WORKERS), default=2,
+                   help="pixel players: Blender workers for missing images")
     p.add_argument("--device", default="cpu", help="pixel players: torch device for training (e.g. cuda)")
     p.set_defaults(handler=_cmd_train)
 
@@ -172,10 +187,11 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
     p.add_argument("--weights", default=None, help="a player file instead of the shipped one (state players)")
     p.add_argument("--device", default=None, help="torch device for state players (default cpu)")
-    p.add_argument("--limit", type=positive_int, default=None, help="only the first N questions")
-    p.add_argument("--batch-size", type=positive_int, default=512)
-    p.add_argument("--threads", type=positive_int, default=None)
+    p.add_argument("--limit", type=int_in(1, MAX_ITEMS), default=None, help="only the first N questions")
+    p.add_argument("--batch-size", type=int_in(1, MAX_ANSWER_BATCH), default=512)
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=None)
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--render-workers", type=positive_int, default=2, help="pixel players: Blender workers for missing images")
+    p.add_argument("--render-workers", type=int_in(1, MAX_BLENDER_WORKERS), default=2,
+                   help="pixel players: Blender workers for missing images")
     add_limit_options(p)
     p.set_defaults(handler=_cmd_eval)

@@ -8,13 +8,28 @@ from typing import TYPE_CHECKING
 
 from clevr_game.asp import POC_MAX_OBJECTS, POC_MIN_OBJECTS
 from clevr_game.cli_types import (
-    non_negative_int,
-    positive_float,
-    positive_int,
+    MAX_ANSWER_BATCH,
+    MAX_BLENDER_WORKERS,
+    MAX_ITEMS,
+    MAX_LEARNING_RATE,
+    MAX_MINUTES,
+    MAX_STEPS,
+    MAX_THREADS,
+    MAX_TRAINING_BATCH,
+    float_in,
+    int_in,
+    output_file,
+    output_folder,
     probability,
     random_seed,
 )
 from clevr_game.errors import InputError
+
+MAX_POC_ITEMS = 100_000
+"""Items generated or rendered in one run: about 0.2 s and at most 70 KB each (measured)."""
+MAX_ENVIRONMENTS = 10_000
+MAX_CONSTRAINTS_OPTION = 100
+"""A loose bound: the environment generator narrows --max-constraints to its own range (it imports clingo)."""
 
 if TYPE_CHECKING:
     from clevr_game.scene import Scene
@@ -196,25 +211,27 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("environment", help="one random satisfiable environment (.lp plus English .txt)")
     p.add_argument("--seed", type=random_seed, default=0)
-    p.add_argument("--objects", type=positive_int, required=True, help=f"number of objects, {POC_MIN_OBJECTS}..{POC_MAX_OBJECTS}")
-    p.add_argument("--max-constraints", type=positive_int, default=15)
+    p.add_argument("--objects", type=int_in(POC_MIN_OBJECTS, POC_MAX_OBJECTS), required=True,
+                   help=f"number of objects, {POC_MIN_OBJECTS}..{POC_MAX_OBJECTS}")
+    p.add_argument("--max-constraints", type=int_in(1, MAX_CONSTRAINTS_OPTION), default=15)
     p.add_argument("--allow-empty-regions", action="store_true",
                    help="allow constraints that together leave a region empty in every scene (off: every region can hold an object)")
-    p.add_argument("--out", required=True, help="ENV.lp (the English sentences go to ENV.txt)")
+    p.add_argument("--out", type=output_file, required=True, help="ENV.lp (the English sentences go to ENV.txt)")
     p.set_defaults(handler=_cmd_environment)
 
     p = sub.add_parser("generate", help="environments and hidden-object items (items.json)")
-    p.add_argument("--environments", type=positive_int, default=5)
-    p.add_argument("--items", type=non_negative_int, default=100)
+    p.add_argument("--environments", type=int_in(1, MAX_ENVIRONMENTS), default=5)
+    p.add_argument("--items", type=int_in(0, MAX_POC_ITEMS), default=100)
     p.add_argument("--seed", type=random_seed, default=0)
-    p.add_argument("--min-objects", type=positive_int, default=POC_MIN_OBJECTS)
-    p.add_argument("--max-objects", type=positive_int, default=POC_MAX_OBJECTS)
+    p.add_argument("--min-objects", type=int_in(POC_MIN_OBJECTS, POC_MAX_OBJECTS), default=POC_MIN_OBJECTS)
+    p.add_argument("--max-objects", type=int_in(POC_MIN_OBJECTS, POC_MAX_OBJECTS), default=POC_MAX_OBJECTS)
     p.add_argument("--allow-empty-regions", action="store_true",
                    help="environments may force a region empty (off: every region can hold an object)")
     p.add_argument("--check-visibility", action="store_true",
                    help="every object of each partial scene shows at least CLEVR's 200 pixels (exact ray casting "
                         "at the index pass's 320x240), as CLEVR checks its scenes; for items a pixel player will see")
-    p.add_argument("--out", required=True, help="folder: items.json, environments/, items/NNNN/ per item")
+    p.add_argument("--out", type=output_folder, required=True,
+                   help="folder: items.json, environments/, items/NNNN/ per item")
     p.set_defaults(handler=_cmd_generate)
 
     p = sub.add_parser(
@@ -227,7 +244,7 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scene", help="partial CLEVR scene JSON (regions follow each object's 3d_coords)")
     p.add_argument("--question", help="Q.lp with a rule whose head is query(Q) or missing(Q)")
     p.add_argument("--items", help="a folder written by `poc generate`")
-    p.add_argument("--item", type=non_negative_int, help="with --items: the item index K")
+    p.add_argument("--item", type=int_in(0, MAX_ITEMS - 1), help="with --items: the item index K")
     p.add_argument("--all", action="store_true", help="with --items: every item, exact accuracy against the stored answers")
     p.set_defaults(handler=_cmd_solve)
 
@@ -239,12 +256,13 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--player", required=True, help="oracle, poc-state-neuro-symbolic, poc-neuro-symbolic, poc-neural, "
                                                    "poc-neural-nl, poc-neural-asp, subprocess:<command> or a URL")
     p.add_argument("--items", required=True, help="a folder written by `poc generate`")
-    p.add_argument("--limit", type=positive_int, default=None, help="N items only")
-    p.add_argument("--offset", type=non_negative_int, default=0,
+    p.add_argument("--limit", type=int_in(1, MAX_ITEMS), default=None, help="N items only")
+    p.add_argument("--offset", type=int_in(0, MAX_ITEMS), default=0,
                    help="skip the first K items (e.g. held-out items after the training prefix of one folder)")
     p.add_argument("--weights", default=None, help="a player file instead of the shipped one (learned POC players)")
-    p.add_argument("--batch-size", type=positive_int, default=128)
-    p.add_argument("--render-workers", type=positive_int, default=2, help="Blender workers for image players")
+    p.add_argument("--batch-size", type=int_in(1, MAX_ANSWER_BATCH), default=128)
+    p.add_argument("--render-workers", type=int_in(1, MAX_BLENDER_WORKERS), default=2,
+                   help="Blender workers for image players")
     p.add_argument("--max-error-rate", type=probability, default=0.05,
                    help="exit 1 when more of the player's answers are errors (default 0.05)")
     p.add_argument("--progress", action="store_true", help="say when images are rendered")
@@ -260,25 +278,29 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--items", required=True, help="training items (a `poc generate` folder)")
     p.add_argument("--eval-items", required=True, help="held-out items: program accuracy per stage, perception "
                                                        "accuracy, or the baseline's threshold")
-    p.add_argument("--out", default=None, help="player file (default: the shipped one in players/weights/)")
-    p.add_argument("--limit", type=positive_int, default=None, help="use the first N training items only")
-    p.add_argument("--eval-limit", type=positive_int, default=None, help="use the first N held-out items only")
-    p.add_argument("--pairs", type=positive_int, default=200, help="parser: supervised (question, program) pairs")
-    p.add_argument("--supervised-steps", type=non_negative_int, default=1200)
-    p.add_argument("--reinforce-steps", type=non_negative_int, default=200)
+    p.add_argument("--out", type=output_file, default=None,
+                   help="player file (default: the shipped one in players/weights/)")
+    p.add_argument("--limit", type=int_in(1, MAX_ITEMS), default=None, help="use the first N training items only")
+    p.add_argument("--eval-limit", type=int_in(1, MAX_ITEMS), default=None, help="use the first N held-out items only")
+    p.add_argument("--pairs", type=int_in(1, MAX_ITEMS), default=200,
+                   help="parser: supervised (question, program) pairs")
+    p.add_argument("--supervised-steps", type=int_in(0, MAX_STEPS), default=1200)
+    p.add_argument("--reinforce-steps", type=int_in(0, MAX_STEPS), default=200)
     p.add_argument("--parser", default=None, help="poc-neuro-symbolic: the poc-state-neuro-symbolic file whose parser it takes")
     p.add_argument("--perception-init", default=None,
                    help="poc-neuro-symbolic: perception to start from: a pixel neuro-symbolic file (default the shipped "
                         "one), a poc-neuro-symbolic file (continue its training) or 'none'")
-    p.add_argument("--images", type=positive_int, default=600, help="poc-neuro-symbolic: training items rendered")
-    p.add_argument("--render-workers", type=positive_int, default=2)
+    p.add_argument("--images", type=int_in(1, MAX_POC_ITEMS), default=600,
+                   help="poc-neuro-symbolic: training items rendered")
+    p.add_argument("--render-workers", type=int_in(1, MAX_BLENDER_WORKERS), default=2)
     p.add_argument("--knowledge", choices=("none", "nl", "asp"), default="none", help="poc-neural: the constraints it reads")
-    p.add_argument("--steps", type=positive_int, default=None, help="optimiser steps (perception or baseline)")
-    p.add_argument("--batch-size", type=positive_int, default=None)
-    p.add_argument("--learning-rate", type=positive_float, default=None)
+    p.add_argument("--steps", type=int_in(1, MAX_STEPS), default=None, help="optimiser steps (perception or baseline)")
+    p.add_argument("--batch-size", type=int_in(1, MAX_TRAINING_BATCH), default=None)
+    p.add_argument("--learning-rate", type=float_in(0, MAX_LEARNING_RATE, above_lo=True), default=None)
     p.add_argument("--seed", type=random_seed, default=0)
-    p.add_argument("--threads", type=positive_int, default=None, help="torch threads")
-    p.add_argument("--max-minutes", type=positive_float, default=None, help="stop every stage after this long")
+    p.add_argument("--threads", type=int_in(1, MAX_THREADS), default=None, help="torch threads")
+    p.add_argument("--max-minutes", type=float_in(0, MAX_MINUTES, above_lo=True), default=None,
+                   help="stop every stage after this long")
     p.set_defaults(handler=_cmd_train)
 
     p = sub.add_parser("check", help="does a complete scene satisfy an environment? (exit 1 when not)")

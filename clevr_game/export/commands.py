@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from clevr_game.cli_types import positive_int, random_seed
+from clevr_game.cli_types import MAX_BLENDER_WORKERS, MAX_ITEMS, int_in, output_folder, random_seed
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -43,16 +43,16 @@ def add_export_commands(subparsers: argparse._SubParsersAction) -> None:
                               "`scenes: X questions: Y images: Z`")
     p.add_argument("--run", required=True,
                    help="an attack run folder (result.json) or a benchmark results folder (trials.jsonl)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=output_folder, required=True)
     p.add_argument("--select", choices=list(SELECTIONS), default=defaults.select,
                    help="every valid move, moves that changed the answer, or moves that made a right answer wrong")
     p.add_argument("--render", default=defaults.render, metavar="PRESET",
                    help="render images/ with this preset (fast, balanced, clevr)")
-    p.add_argument("--workers", type=positive_int, default=defaults.render_workers,
+    p.add_argument("--workers", type=int_in(1, MAX_BLENDER_WORKERS), default=defaults.render_workers,
                    help="Blender processes when rendering")
     p.add_argument("--split", default=defaults.split, help="split name in the files and image names")
     p.add_argument("--items", default=defaults.items, help="the items folder (default: the one recorded in each run)")
-    p.add_argument("--limit", type=positive_int, default=defaults.limit,
+    p.add_argument("--limit", type=int_in(1, MAX_ITEMS), default=defaults.limit,
                    help="keep at most this many questions, drawn with --seed")
     p.add_argument("--seed", type=random_seed, default=defaults.seed)
     p.add_argument("--no-progress", action="store_true")

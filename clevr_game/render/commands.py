@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clevr_game.cli_types import positive_float, positive_int
+from clevr_game.cli_types import (
+    MAX_BLENDER_WORKERS,
+    MAX_IMAGE_SIDE,
+    MAX_SECONDS,
+    float_in,
+    int_in,
+    output_file,
+    output_folder,
+)
 
 if TYPE_CHECKING:
     from clevr_game.render.presets import Preset
@@ -69,18 +77,22 @@ def add_render_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register `render` on the clevr-game command line."""
     p = subparsers.add_parser("render", help="render a scenes file to CLEVR-named PNG images with Blender")
     p.add_argument("--scenes", required=True, help="a CLEVR scenes JSON file")
-    p.add_argument("--out", required=True, help="folder for the images")
+    p.add_argument("--out", type=output_folder, required=True, help="folder for the images")
     p.add_argument("--preset", default="balanced", choices=["fast", "balanced", "clevr"],
                    help="fast: Workbench; balanced: Cycles 16 samples + denoise; clevr: Cycles 512 samples, 480x320")
-    p.add_argument("--workers", type=positive_int, default=1, help="persistent Blender processes rendering in parallel")
-    p.add_argument("--width", type=positive_int, default=None, help="override the preset's image width")
-    p.add_argument("--height", type=positive_int, default=None, help="override the preset's image height")
+    p.add_argument("--workers", type=int_in(1, MAX_BLENDER_WORKERS), default=1,
+                   help="persistent Blender processes rendering in parallel")
+    p.add_argument("--width", type=int_in(1, MAX_IMAGE_SIDE), default=None, help="override the preset's image width")
+    p.add_argument("--height", type=int_in(1, MAX_IMAGE_SIDE), default=None, help="override the preset's image height")
     p.add_argument("--clevr-assets", default=None,
                    help="folder with CLEVR's base_scene.blend, shapes/ and materials/ (default: scene built in code)")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto", help="Cycles compute device")
-    p.add_argument("--cache-dir", default=None, help="image cache folder (default ~/.cache/clevr-game/renders)")
+    p.add_argument("--cache-dir", type=output_folder, default=None,
+                   help="image cache folder (default ~/.cache/clevr-game/renders)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor fill the image cache")
-    p.add_argument("--timeout", type=positive_float, default=None, help="seconds before a stuck image's worker is restarted")
-    p.add_argument("--scenes-out", default=None, help="where to write the scenes with pixel_coords (default OUT/scenes.json)")
+    p.add_argument("--timeout", type=float_in(0, MAX_SECONDS, above_lo=True), default=None,
+                   help="seconds before a stuck image's worker is restarted")
+    p.add_argument("--scenes-out", type=output_file, default=None,
+                   help="where to write the scenes with pixel_coords (default OUT/scenes.json)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_render)
