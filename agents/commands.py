@@ -84,7 +84,7 @@ def add_attack_commands(subparsers: argparse._SubParsersAction) -> None:
     from envs.moves import MOVE_MODES
 
     defaults = AttackOptions  # a dataclass field's default is also its class attribute
-    p = subparsers.add_parser("attack", help="train an adversary on one mini-game; last line `consistency: X drop: Y`")
+    p = subparsers.add_parser("attack", help="train an adversary on one mini-game; last line `consistency: X drop: Y accuracy: A`")
     p.add_argument("--player", required=True)
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json)")
     p.add_argument("--minigame-size", type=int_in(1, MAX_ITEMS), default=defaults.minigame_size)

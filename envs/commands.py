@@ -40,9 +40,11 @@ def _cmd_play(args: argparse.Namespace) -> int:
     summary = summarise(outcomes)
     if count.errors:
         print(f"player errors: {count.errors} of {count.queries} queries, first: {count.first_error}")
+    if summary.unscored_items:
+        print(f"unscored items (a move got no answer): {summary.unscored_items} of {summary.items}")
     print(f"episodes: {summary.episodes} mean reward: {summary.mean_reward:.4f}")
     print(summary.last_line())
-    failure = count.failure(args.max_error_rate)
+    failure = count.failure(args.max_error_rate) or summary.failure(args.max_error_rate)
     if failure is not None:
         print(f"clevr-game: error: play: {failure}", file=sys.stderr)
         return 1
@@ -53,7 +55,7 @@ def add_game_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add `play` to the clevr-game command line."""
     from envs.moves import MOVE_MODES
 
-    p = subparsers.add_parser("play", help="play moves against a player; last line `consistency: X drop: Y invalid: Z`")
+    p = subparsers.add_parser("play", help="play moves against a player; last line `consistency: X drop: Y invalid: Z accuracy: A`")
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json, or CLEVR-POC items.json)")
     p.add_argument("--player", default="oracle", help="oracle, a registered name, subprocess:<command>, or an http URL")
     p.add_argument("--moves", choices=["random", "stay"], default="random",

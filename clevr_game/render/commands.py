@@ -85,7 +85,8 @@ def add_render_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=int_in(1, MAX_IMAGE_SIDE), default=None, help="override the preset's image width")
     p.add_argument("--height", type=int_in(1, MAX_IMAGE_SIDE), default=None, help="override the preset's image height")
     p.add_argument("--clevr-assets", default=None,
-                   help="folder with CLEVR's base_scene.blend, shapes/ and materials/ (default: scene built in code)")
+                   help="`clevr` (the original assets shipped in the package) or a folder with CLEVR's base_scene.blend, "
+                        "shapes/ and materials/ (default: the scene built in code)")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto", help="Cycles compute device")
     p.add_argument("--cache-dir", type=output_folder, default=None,
                    help="image cache folder (default ~/.cache/clevr-game/renders)")
