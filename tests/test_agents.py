@@ -298,4 +298,4 @@ def test_attack_options_reach_the_trainer(attack_inputs, tmp_path, capsys):
               "--out", str(tmp_path / "bad"), "--no-progress"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
-        "argument --threads: must be a positive integer, got '0'")
+        "argument --threads: must be an integer in 1..256, got '0'")
