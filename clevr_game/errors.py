@@ -1,5 +1,11 @@
 """Errors the command line reports as a single line naming what is wrong."""
 
+from __future__ import annotations
+
+from typing import Any
+
+_MAX_SHOWN = 60  # characters of a bad value quoted in an error line
+
 
 class ClevrGameError(Exception):
     """Base of every error meant for the user: the message is one line."""
@@ -23,3 +29,14 @@ def located(source: str | None, *parts: str) -> str:
     if source and where:
         return f"{source}: {where}"
     return source or where
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """`text` on a single line, shortened: error messages must stay one line."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def shown(value: Any) -> str:
+    """A short repr of a bad value for an error line."""
+    return one_line(repr(value), _MAX_SHOWN)

@@ -7,7 +7,7 @@ datasets hold *every* placement of a few objects on a discrete board:
 - base objects: attributes (and the positions of the stationary ones) drawn
   from the seed, all with distinct descriptions;
 - placements: every assignment of the moving objects to the cells of the
-  adversary's absolute grid (`envs.game.MoveSpace(mode="absolute")`), 49^m for
+  board's 7 x 7 grid (`layout.grid_centres`, the adversary's absolute moves), 49^m for
   m moving objects, enumerated in chunks and judged by `layout.judge_batch`
   (CLEVR's distances and margins); the invalid ones are counted and left out;
 - questions: the template engine restricted to the one-hop and/or two-hop
@@ -40,7 +40,7 @@ import numpy as np
 
 from clevr_game.atomic import open_atomic, write_json_atomic
 from clevr_game.errors import InputError, RunFailed
-from clevr_game.layout import judge_batch
+from clevr_game.layout import grid_centres, judge_batch
 from clevr_game.programs import (
     INVALID_ANSWER,
     SceneFacts,
@@ -113,14 +113,6 @@ class ExhaustiveOptions:
     def stationary_count(self) -> int:
         """The number of stationary objects, the default filled in."""
         return DEFAULT_STATIONARY[self.objects] if self.stationary is None else self.stationary
-
-
-def grid_centres() -> np.ndarray:
-    """(7,) cell centres along each axis of the adversary's absolute grid."""
-    # The game owns the grid; imported here so that `import clevr_game` stays light.
-    from envs.moves import MoveSpace
-
-    return MoveSpace(mode="absolute").values
 
 
 def grid_cells() -> np.ndarray:

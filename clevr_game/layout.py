@@ -20,6 +20,15 @@ BOUND = 3.0
 MIN_GAP = 0.25
 MIN_MARGIN = 0.4
 
+GRID_CELLS = 7
+"""Cells along each axis of the board's grid: the adversary's absolute moves and the exhaustive datasets place objects on it."""
+
+
+def grid_centres(cells: int = GRID_CELLS) -> np.ndarray:
+    """(cells,) centres of a grid's cells along each axis, the grid covering the board (-BOUND, BOUND)."""
+    cell = 2 * BOUND / cells
+    return -BOUND + cell * (np.arange(cells) + 0.5)
+
 
 @dataclass(frozen=True)
 class LayoutViolation:

@@ -1,4 +1,4 @@
-"""Scenes and objects; CLEVR scene JSON in and out; the camera, directions, relationships.
+"""Scenes and objects; CLEVR scene JSON in and out; directions (from clevr_game.camera), relationships.
 
 Real CLEVR files load unchanged and are written back with the same keys, so what
 this project writes loads in other CLEVR tools. Unknown keys (`region`, `mask`,
@@ -18,30 +18,25 @@ from typing import Any
 
 import numpy as np
 
-# The atomic writers are re-exported: many modules import them from here.
+from clevr_game.asp.regions import regions_of
+
+# The atomic writers and the camera are re-exported: many modules import them from here.
 from clevr_game.atomic import new_file_mode as new_file_mode
 from clevr_game.atomic import write_json_atomic as write_json_atomic
 from clevr_game.atomic import write_text_atomic as write_text_atomic
+from clevr_game.camera import CAMERA_LENS_MM as CAMERA_LENS_MM
+from clevr_game.camera import CAMERA_MATRIX_WORLD as CAMERA_MATRIX_WORLD
+from clevr_game.camera import CAMERA_SENSOR_WIDTH_MM as CAMERA_SENSOR_WIDTH_MM
+from clevr_game.camera import DEFAULT_DIRECTIONS as DEFAULT_DIRECTIONS
+from clevr_game.camera import IMAGE_HEIGHT as IMAGE_HEIGHT
+from clevr_game.camera import IMAGE_WIDTH as IMAGE_WIDTH
+from clevr_game.camera import camera_directions as camera_directions
+from clevr_game.camera import project_to_pixels as project_to_pixels
 from clevr_game.errors import InputError, located
 from clevr_game.vocab import ATTRIBUTES, CLEVR, RELATIONS, Vocabulary, get_vocabulary
 
 RELATION_THRESHOLD = 0.2
 """Object j is `<rel>` of i when (c_j - c_i) . d_rel > this (CLEVR's own rule)."""
-
-# The camera of CLEVR's base_scene.blend (matrix_world read with bpy 5.0.1); CLEVR
-# jittered its location per image, so real pixel_coords differ by a few pixels.
-CAMERA_MATRIX_WORLD = np.array(
-    [
-        [0.6563112735748291, -0.35794052481651306, 0.664179265499115, 7.481131553649902],
-        [0.7544902563095093, 0.3113630414009094, -0.5777521133422852, -6.5076398849487305],
-        [1.4901161193847656e-08, 0.8803019523620605, 0.47441375255584717, 5.34366512298584],
-        [0.0, 0.0, 0.0, 1.0],
-    ]
-)
-CAMERA_LENS_MM = 35.0
-CAMERA_SENSOR_WIDTH_MM = 32.0
-IMAGE_WIDTH = 480
-IMAGE_HEIGHT = 320
 
 MAX_OBJECTS = 10
 """CLEVR's most objects in one scene; the game's heads and a state player's slots are sized by it."""
@@ -80,51 +75,6 @@ def nested_deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
             return True
         stack.extend((child, depth + 1) for child in node if type(child) is list or type(child) is dict)
     return False
-
-
-def _ground_direction(vector: np.ndarray) -> tuple[float, float, float]:
-    flat = np.array([vector[0], vector[1], 0.0])
-    flat /= np.linalg.norm(flat)
-    return (float(flat[0]), float(flat[1]), float(flat[2]))
-
-
-def camera_directions(matrix_world: np.ndarray = CAMERA_MATRIX_WORLD) -> dict[str, tuple[float, float, float]]:
-    """CLEVR's `directions`: the camera's right and backward axes projected on the ground."""
-    rotation = matrix_world[:3, :3]
-    right = _ground_direction(rotation @ np.array([1.0, 0.0, 0.0]))
-    behind = _ground_direction(rotation @ np.array([0.0, 0.0, -1.0]))
-    neg = lambda v: tuple(-x for x in v)  # noqa: E731
-    return {
-        "right": right,
-        "behind": behind,
-        "above": (0.0, 0.0, 1.0),
-        "below": (0.0, 0.0, -1.0),
-        "left": neg(right),
-        "front": neg(behind),
-    }
-
-
-DEFAULT_DIRECTIONS = camera_directions()
-
-
-def project_to_pixels(
-    coords: np.ndarray,
-    width: int = IMAGE_WIDTH,
-    height: int = IMAGE_HEIGHT,
-    matrix_world: np.ndarray = CAMERA_MATRIX_WORLD,
-) -> np.ndarray:
-    """(N, 3) world coordinates -> (N, 3) CLEVR pixel_coords (x, y from top-left, depth)."""
-    rotation = matrix_world[:3, :3]
-    origin = matrix_world[:3, 3]
-    offset = np.asarray(coords, dtype=np.float64) - origin
-    # Elementwise sums in a fixed order, not a BLAS product: BLAS picks fused multiply-adds or not
-    # by CPU, which moved depth's last digit between machines and so the bytes of written scenes.
-    cam = offset[:, 0:1] * rotation[0] + offset[:, 1:2] * rotation[1] + offset[:, 2:3] * rotation[2]
-    depth = -cam[:, 2]
-    scale = CAMERA_LENS_MM / CAMERA_SENSOR_WIDTH_MM
-    u = 0.5 + cam[:, 0] / depth * scale
-    v = 0.5 + cam[:, 1] / depth * scale * width / height
-    return np.stack([np.round(u * width), np.round(height - v * height), depth], axis=1)
 
 
 def relation_matrices(coords: np.ndarray, directions: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -237,8 +187,6 @@ class Scene:
         extras = [dict(obj.extra) for obj in self.objects]
         if any("region" in extra for extra in extras):
             # A CLEVR-POC object's region follows from its centre: a moved object carries its new one.
-            from clevr_game.asp.regions import regions_of
-
             for extra, region in zip(extras, regions_of(xyz, self.directions).tolist(), strict=True):
                 if "region" in extra:
                     extra["region"] = region

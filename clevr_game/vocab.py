@@ -93,6 +93,12 @@ CLEVR_POC = Vocabulary(
 
 VOCABULARIES: dict[str, Vocabulary] = {v.name: v for v in (CLEVR, CLEVR_POC)}
 
+SET_SEPARATOR = ","
+"""Joins the values of a set answer in its canonical text."""
+
+SET_ANSWER_VOCABULARIES: frozenset[str] = frozenset({CLEVR_POC.name})
+"""Vocabularies whose questions have set answers (CLEVR-POC's hidden-object questions)."""
+
 
 def get_vocabulary(name: str) -> Vocabulary:
     try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from clevr_game.layout import BOUND
+from clevr_game.layout import grid_centres
 from envs.items import MAX_OBJECTS
 
 NUM_BINS = 7
@@ -59,8 +59,7 @@ class MoveSpace:
     def values(self) -> np.ndarray:
         if self.mode == "displacement":
             return (np.arange(NUM_BINS) - STAY_BIN) * self.step
-        cell = 2 * BOUND / NUM_BINS  # cell centres of a 7 x 7 grid over the board
-        return -BOUND + cell * (np.arange(NUM_BINS) + 0.5)
+        return grid_centres(NUM_BINS)
 
     def apply(self, xy: np.ndarray, heads: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """(B, 10, 2) positions, (B, 10) head -> object slot, (B, 20) bins -> moved positions."""

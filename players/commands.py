@@ -10,7 +10,6 @@ import json
 import shlex
 import sys
 from argparse import SUPPRESS
-from typing import Any
 
 from clevr_game.cli_types import (
     MAX_ANSWER_BATCH,
@@ -30,6 +29,8 @@ from clevr_game.cli_types import (
 )
 from clevr_game.errors import InputError, RunFailed
 from players.guard import add_limit_options, limits_from_args
+from players.tunables import TUNABLES as TUNABLES  # re-exported: the tests read it here
+from players.tunables import given_tunables
 
 TRAINABLE = ("state-transformer", "state-rn")
 MAX_WEIGHT_DECAY = 10.0
@@ -116,16 +117,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"clevr-game: error: players eval: {failure}", file=sys.stderr)
         return 1
     return 0
-
-
-TUNABLES = ("steps", "batch_size", "learning_rate", "weight_decay", "warmup_steps", "eval_every", "eval_size",
-             "checkpoint_minutes")
-"""`players train` options whose defaults are each trainer's options dataclass's."""
-
-
-def given_tunables(args: argparse.Namespace) -> dict[str, Any]:
-    """The tunables the command line gave; the trainer's own defaults fill in the rest."""
-    return {name: getattr(args, name) for name in TUNABLES if hasattr(args, name)}
 
 
 def add_player_commands(subparsers: argparse._SubParsersAction) -> None:

@@ -23,34 +23,19 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
 
+# one_line, shown and the set-answer names belong to the world, which reads and checks game items
+# below the players; re-exported here for the players and their callers.
 from clevr_game.errors import InputError
+from clevr_game.errors import one_line as one_line
+from clevr_game.errors import shown as shown
 from clevr_game.programs import Program, program_to_json
 from clevr_game.scene import Scene
-from clevr_game.vocab import CLEVR, CLEVR_POC, Vocabulary
+from clevr_game.vocab import CLEVR, SET_ANSWER_VOCABULARIES, SET_SEPARATOR, Vocabulary
 
 NEED_SCENE = "scene"
 NEED_IMAGE = "image"
 NEED_PROGRAM = "program"
 KNOWN_NEEDS: frozenset[str] = frozenset({NEED_SCENE, NEED_IMAGE, NEED_PROGRAM})
-
-SET_SEPARATOR = ","
-"""Joins the values of a set answer in its canonical text."""
-
-SET_ANSWER_VOCABULARIES: frozenset[str] = frozenset({CLEVR_POC.name})
-"""Vocabularies whose questions have set answers (CLEVR-POC's hidden-object questions)."""
-
-_MAX_SHOWN = 60  # characters of a bad value quoted in an error line
-
-
-def one_line(text: str, limit: int = 200) -> str:
-    """`text` on a single line, shortened: error messages must stay one line."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def shown(value: Any) -> str:
-    """A short repr of a bad value for an error line."""
-    return one_line(repr(value), _MAX_SHOWN)
 
 
 class AnswerError(ValueError):

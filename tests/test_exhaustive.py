@@ -64,8 +64,11 @@ def test_valid_placements_of_two_objects_match_a_plain_count(sizes):
 
 
 def test_the_grid_is_the_adversarys_absolute_grid():
+    from envs.moves import MoveSpace
+
     cell = 2 * BOARD / 7
     assert np.allclose(grid_centres(), [-BOARD + cell * (k + 0.5) for k in range(7)])
+    assert np.array_equal(grid_centres(), MoveSpace(mode="absolute").values)
 
 
 def test_four_objects_keep_one_in_place_by_default():

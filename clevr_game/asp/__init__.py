@@ -16,7 +16,7 @@ POC_MAX_OBJECTS = 9
 """Objects of a CLEVR-POC environment: CLEVR-POC's own range, not CLEVR's scene limit (scene.MAX_OBJECTS)."""
 
 _EXPORTS = {
-    "Environment": "environment", "CheckResult": "environment",
+    "Environment": "environment", "CheckResult": "checker",
     "Constraint": "parsing",
     "regions_of": "regions", "region_zones": "regions", "NUM_REGIONS": "regions",
     "ConstraintSpec": "templates", "TEMPLATES": "templates", "match_constraint": "templates",

@@ -9,9 +9,11 @@ uses them), so the single model shows exactly which constraints fail.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import clingo
+import clingo.ast as clingo_ast
 import numpy as np
 
 from clevr_game.asp.background import SPATIAL_PREDICATES
@@ -23,12 +25,34 @@ from clevr_game.asp.clingo_io import (
     run_clingo,
 )
 from clevr_game.asp.literals import choice_literals, literal_of
-from clevr_game.asp.parsing import VIOLATED, labelled_violations, without_unused_rules
+from clevr_game.asp.parsing import VIOLATED, Constraint, labelled_violations, without_unused_rules
 from clevr_game.errors import InputError
-from clevr_game.vocab import ATTRIBUTES
+from clevr_game.vocab import ATTRIBUTES, Vocabulary
 
-if TYPE_CHECKING:
-    from clevr_game.asp.environment import CheckResult, Environment
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Whether a scene satisfies its environment; `failed` holds the broken constraints' sentences."""
+
+    ok: bool
+    failed: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class CheckedEnvironment(Protocol):
+    """What the checker reads of a `clevr_game.asp.environment.Environment`, which builds its checkers here."""
+
+    name: str
+    vocabulary: Vocabulary
+    num_objects: int
+    uses_spatial: bool
+    statements: tuple[clingo_ast.AST, ...]
+    background_statements: tuple[clingo_ast.AST, ...]
+
+    @property
+    def all_constraints(self) -> tuple[Constraint, ...]: ...
 
 _SPATIAL_EXTERNALS = " ".join(f"#external {r}(X, Y) : object(X), object(Y), X != Y." for r in SPATIAL_PREDICATES)
 
@@ -36,7 +60,7 @@ _SPATIAL_EXTERNALS = " ".join(f"#external {r}(X, Y) : object(X), object(Y), X !=
 class ConstraintChecker:
     """One grounded Control per environment, reused for every check."""
 
-    def __init__(self, environment: Environment) -> None:
+    def __init__(self, environment: CheckedEnvironment) -> None:
         self.environment = environment
         self.n = environment.num_objects
         self.sentences = [c.sentence for c in environment.all_constraints]
@@ -95,8 +119,6 @@ class ConstraintChecker:
     def check(
         self, attribute_ids: np.ndarray, regions: np.ndarray, relations: dict[str, np.ndarray] | None = None
     ) -> CheckResult:
-        from clevr_game.asp.environment import CheckResult
-
         self._violations = []
         result = self.control.solve(assumptions=self.assumptions(attribute_ids, regions, relations), on_model=self._on_model)
         if not result.satisfiable:
@@ -120,7 +142,7 @@ class ConstraintChecker:
         ]
 
 
-def fresh_check(environment: Environment, attribute_ids: np.ndarray, regions: np.ndarray) -> bool:
+def fresh_check(environment: CheckedEnvironment, attribute_ids: np.ndarray, regions: np.ndarray) -> bool:
     """The slow reference: build, ground and solve a new program with the scene as facts.
 
     Used as the benchmark baseline; the environment's constraints are hard here.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ import clingo.ast as clingo_ast
 import numpy as np
 
 from clevr_game.asp.background import MAX_PER_REGION, background_program
+from clevr_game.asp.checker import CheckResult, ConstraintChecker
 from clevr_game.asp.clingo_io import (
     MessageLog,
     add_statements,
@@ -38,19 +38,7 @@ from clevr_game.scene import Scene
 from clevr_game.vocab import ATTRIBUTES, CLEVR_POC, Vocabulary
 
 if TYPE_CHECKING:
-    from clevr_game.asp.checker import ConstraintChecker
     from clevr_game.asp.compiled import CompiledChecker
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """Whether a scene satisfies its environment; `failed` holds the broken constraints' sentences."""
-
-    ok: bool
-    failed: list[str] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 class Environment:
@@ -146,8 +134,6 @@ class Environment:
 
     @cached_property
     def _clingo(self) -> ConstraintChecker:
-        from clevr_game.asp.checker import ConstraintChecker
-
         return ConstraintChecker(self)
 
     @property

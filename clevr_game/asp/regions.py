@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from clevr_game.scene import DEFAULT_DIRECTIONS
+from clevr_game.camera import DEFAULT_DIRECTIONS
 
 NUM_REGIONS = 4
 RIGHT_HALF: frozenset[int] = frozenset({1, 3})

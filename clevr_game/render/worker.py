@@ -10,24 +10,11 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from clevr_game.render.frame import Frame
-from clevr_game.render.presets import Preset
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """How a worker builds its Blender scene (picklable: it crosses to the spawned process)."""
-
-    preset: Preset
-    assets_dir: str | None
-    index_size: tuple[int, int]
-    device: str = "auto"
-    threads: int | None = None
-    log_path: str | None = None
+from clevr_game.render.worker_config import WorkerConfig
 
 
 def _silence(log_path: str | None) -> None:

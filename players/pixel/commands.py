@@ -8,11 +8,11 @@ import sys
 from typing import Any
 
 from clevr_game.errors import InputError
+from players.tunables import given_tunables
 
 
 def train_from_args(args: argparse.Namespace, model_config: dict[str, Any]) -> int:
     """Run `players train` for a pixel player: images rendered with --preset / --image-size when missing."""
-    from players.commands import given_tunables
     from players.pixel.checkpoint import PLAYER_KINDS, build_model
     from players.pixel.images import parse_image_size
     from players.pixel.training import PixelTrainingOptions, train_pixel

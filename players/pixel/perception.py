@@ -24,7 +24,7 @@ from torch import nn
 
 from clevr_game.scene import Scene
 from clevr_game.vocab import ATTRIBUTES, CLEVR
-from players.pixel.models import conv_block, coordinate_maps, normalise_images
+from players.pixel.layers import conv_block, coordinate_maps, normalise_images
 from players.pixel.projection import ground_points, image_points
 
 PERCEIVED_VOCABULARY = CLEVR

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from clevr_game.asp.environment import Environment
+from clevr_game.asp.items import poc_items
 from clevr_game.asp.questions import program_rule
 from clevr_game.asp.solve import brave_answers
 from clevr_game.errors import InputError
@@ -37,8 +38,6 @@ class PocExample:
 
 def load_examples(folder: str | os.PathLike[str], limit: int | None = None) -> list[PocExample]:
     """The items of a `poc generate` folder as examples (the first `limit`)."""
-    from envs.poc_items import poc_items
-
     examples = []
     for item in poc_items(folder)[:limit]:
         examples.append(PocExample(

@@ -17,10 +17,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from clevr_game.asp.items import poc_items
 from clevr_game.asp.metrics import jaccard
 from clevr_game.errors import InputError
+from clevr_game.items import Item
 from clevr_game.vocab import ATTRIBUTES
-from envs.items import Item
 from players.pixel.program_tokens import program_to_tokens
 from players.protocol import NEED_IMAGE, Answer, Player, Query
 
@@ -132,8 +133,6 @@ def evaluate_poc_player(
 ) -> PocEvaluation:
     """Ask `player` `limit` items of the `poc generate` folder from position `offset` on; images rendered for
     pixel players."""
-    from envs.poc_items import poc_items
-
     items = poc_items(folder)[offset:][:limit]
     if not items:
         raise InputError(f"{folder}: no CLEVR-POC items to evaluate")

@@ -18,7 +18,7 @@ from clevr_game.render.blender.materials import MaterialLibrary, asset_shader
 from clevr_game.render.blender.settings import apply_index_pass, apply_preset, select_device
 from clevr_game.render.blender.studio import build_studio
 from clevr_game.render.frame import SHAPES, Frame
-from clevr_game.render.worker import WorkerConfig
+from clevr_game.render.worker_config import WorkerConfig
 
 # Object ids are written in sRGB steps of 17 in red (ones) and green (fifteens): far
 # apart enough to decode exactly, room for 224 objects.

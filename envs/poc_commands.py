@@ -1,4 +1,8 @@
-"""The `clevr-game poc ...` sub-commands; each handler imports what it needs when it runs."""
+"""The `clevr-game poc ...` sub-commands; each handler imports what it needs when it runs.
+
+The group sits above the world it mostly drives (clevr_game.asp): `poc eval` and `poc train`
+run players and `poc solve --items` uses the game's referee (envs.poc_items).
+"""
 
 from __future__ import annotations
 
@@ -108,8 +112,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
 def _solve_items(args: argparse.Namespace) -> int:
     """`--item K`: its answer set, one value per line; `--all`: every item against its stored answer."""
+    from clevr_game.asp.items import poc_items
     from clevr_game.asp.solve import brave_answers
-    from envs.poc_items import PocRules, poc_items
+    from envs.poc_items import PocRules
 
     items = poc_items(args.items)
     rules = PocRules()
