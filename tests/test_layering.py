@@ -102,7 +102,13 @@ def test_no_package_imports_a_higher_floor(package: str) -> None:
     assert upward_imports(package) == []
 
 
-@pytest.mark.parametrize("package", LOWER_FLOORS + UPPER_FLOORS)
+# benchmarks.report, runner and trials import each other round until the split of benchmarks into
+# benchmarks, experiments and perf undoes it; not strict, so the split passes without an edit here.
+_SPLIT_PENDING = pytest.mark.xfail(strict=False, reason="benchmarks.report <-> benchmarks.trials (<-> runner)")
+
+
+@pytest.mark.parametrize("package", [*LOWER_FLOORS, pytest.param("benchmarks", marks=_SPLIT_PENDING),
+                                     "experiments", "perf"])
 def test_no_modules_import_each_other_round(package: str) -> None:
     assert circles(package) == []
 
