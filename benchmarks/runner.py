@@ -12,22 +12,18 @@ silent change of the published numbers.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
-from pathlib import Path
 from typing import Any
 
-from benchmarks.trials import Plan, check_trial_record, prepare_minigames, run_trial, same_trial
-from clevr_game.atomic import open_atomic
-from clevr_game.errors import InputError
+from benchmarks.records import TRIALS_FILE, append_trial, read_trials, write_trials
+from benchmarks.trials import Plan, prepare_minigames, run_trial, same_trial
 from clevr_game.folder_lock import sole_writer
-from clevr_game.jsonl import append_json_line, json_lines
-from clevr_game.run_files import TRIALS_FILE
+
+__all__ = ["TRIALS_FILE", "Progress", "pending_trials", "prepare", "read_trials", "run_plan", "write_trials"]
 
 
 @dataclass(frozen=True)
@@ -55,45 +51,6 @@ class Progress:
 def _clock(seconds: float) -> str:
     whole = int(round(seconds))
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
-
-
-def read_keyed_lines(path: str | os.PathLike[str], key: str,
-                     check: Callable[[dict, str], None] | None = None) -> dict[str, dict]:
-    """JSON-lines records by their `key` field, the later line of a key winning.
-
-    InputError names the file and line of a line that is not JSON, not an object,
-    lacks a string `key` or fails `check`; only an unfinished last line (a kill
-    mid-append) is skipped, with a warning.
-    """
-    path = Path(path)
-    records: dict[str, dict] = {}
-    if not path.is_file():
-        return records
-    for where, record in json_lines(path, unfinished_tail_ok=True):
-        if not isinstance(record, dict):
-            raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
-        if not isinstance(record.get(key), str):
-            raise InputError(f"{where}: field {key!r} must be a string")
-        if check is not None:
-            check(record, where)
-        records[record[key]] = record
-    return records
-
-
-def read_trials(results: str | os.PathLike[str]) -> dict[str, dict]:
-    """Recorded trials by id; InputError names the file, line and field of a damaged record."""
-    return read_keyed_lines(Path(results) / TRIALS_FILE, "trial", check_trial_record)
-
-
-def write_trials(results: str | os.PathLike[str], records: dict[str, dict]) -> None:
-    """Rewrite the whole file, sorted by trial id (atomically)."""
-    with open_atomic(Path(results) / TRIALS_FILE, durable=True) as handle:
-        for trial_id in sorted(records):
-            handle.write(json.dumps(records[trial_id], sort_keys=True) + "\n")
-
-
-def append_trial(results: str | os.PathLike[str], record: dict) -> None:
-    append_json_line(Path(results) / TRIALS_FILE, record)
 
 
 def pending_trials(plan: Plan) -> list[dict[str, Any]]:

@@ -178,48 +178,6 @@ def same_trial(record: dict[str, Any], trial: dict[str, Any]) -> bool:
     return all(record.get(k, "state" if k == "adversary" else None) == trial[k] for k in RECORD_KEYS if k != "run")
 
 
-_TEXT_FIELDS = ("player", "adversary", "run", "player_weights", "error", "first_player_error")
-_INTEGER_FIELDS = ("size", "minigame", "seed", "steps", "player_queries", "player_errors", "items_left_out",
-                   "eval_queries", "eval_player_errors", "unscored_items")
-_SHARE_FIELDS = ("consistency", "drop", "invalid", "clean_accuracy", "random_consistency", "random_drop",
-                 "random_valid_consistency", "random_valid_drop", "random_valid_invalid", "player_error_rate")
-FINISHED_FIELDS = ("consistency", "drop")
-"""What every finished (error-free) trial record holds; the report refuses one without them."""
-
-
-def check_trial_record(record: dict[str, Any], where: str) -> None:
-    """InputError naming `where` and the field when a trial record has a field of the wrong type or range.
-
-    What the report reads is checked, so a damaged record stops the report in one
-    line instead of changing its numbers or raising deep inside it.
-    """
-    from clevr_game.errors import InputError
-
-    def bad(field: str, wanted: str) -> InputError:
-        return InputError(f"{where}: field {field!r} must be {wanted}, got {record[field]!r:.60}")
-
-    for field in _TEXT_FIELDS:
-        if field in record and record[field] is not None and not isinstance(record[field], str):
-            raise bad(field, "a string")
-    for field in _INTEGER_FIELDS:
-        value = record.get(field)
-        if field in record and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise bad(field, "an integer >= 0")
-    for field in _SHARE_FIELDS:
-        value = record.get(field)
-        if value is None:
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
-            raise bad(field, "a number in 0..1")
-    rows = record.get("item_results")
-    if rows is not None and not (isinstance(rows, list) and all(
-            isinstance(row, list) and len(row) == 5 and all(isinstance(v, int | float) and not isinstance(v, bool)
-                                                            and 0.0 <= v <= 1.0 for v in row[3:])
-            for row in rows)):
-        raise InputError(f"{where}: field 'item_results' must be rows of [item, family, kind, changed share, "
-                         "dropped share]")
-
-
 _UNKNOWN = object()
 
 
@@ -317,7 +275,7 @@ def item_results(result: dict[str, Any], items_dir: str) -> list[list]:
     `family N` by its index; unscored items (a move got no answer) are left out, as
     they are of the scores.
     """
-    from benchmarks.report import read_items_folder
+    from benchmarks.items_folder import read_items_folder
 
     folder = read_items_folder(items_dir)
     rows = []

@@ -30,11 +30,11 @@ COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("benchmarks.commands", "add_benchmark_commands", ("benchmark", "report")),
     ("envs.poc_commands", "add_poc_commands", ("poc",)),
     ("clevr_game.export.commands", "add_export_commands", ("export",)),
-    ("benchmarks.commands", "add_adversarial_training_commands", ("adversarial-training",)),
+    ("experiments.commands", "add_adversarial_training_commands", ("adversarial-training",)),
     ("players.commands", "add_player_commands", ("players",)),
     ("clevr_game.render.commands", "add_render_commands", ("render",)),
     ("clevr_game.commands", "add_exhaustive_commands", ("exhaustive",)),
-    ("benchmarks.commands", "add_study_commands", ("study",)),
+    ("experiments.commands", "add_study_commands", ("study",)),
 )
 """(module, function, the commands it adds) for each command group, in the order `clevr-game --help` lists them."""
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 from PIL import Image
 
-from benchmarks.adversarial_training import source_player
 from clevr_game.cli import main
 from clevr_game.dataset import dataset_files, load_dataset
 from clevr_game.generate import generate_dataset
 from clevr_game.text import default_word_vocabulary
+from experiments.adversarial_training import source_player
 from players.pixel.checkpoint import load_player_file
 from players.pixel.images import ImageSpec
 from players.pixel.player import FiLMPlayer

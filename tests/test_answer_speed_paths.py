@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from benchmarks import perf_programs
 from clevr_game import answering
 from clevr_game.answering import GENERATE_FROM, INTERPRET_FROM, _runner, answer_files, answer_table
 from clevr_game.dataset import load_dataset
@@ -16,6 +15,7 @@ from clevr_game.errors import InputError
 from clevr_game.generate import generate_dataset
 from clevr_game.programs import compile_program, parse_program, reference_execute
 from clevr_game.scene import load_scenes
+from perf import programs as perf_programs
 
 
 @pytest.fixture(scope="module")

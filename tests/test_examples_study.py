@@ -20,14 +20,15 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks import examples_study
-from benchmarks.examples_study import (
+from clevr_game.cli import main
+from clevr_game.errors import InputError
+from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
+from clevr_game.text import WordVocabulary, default_word_vocabulary
+from experiments.examples_study import (
     LOCK_FILE,
     RESULTS_FILE,
     SUPERSEDED_FILE,
     StudyOptions,
-    _check_models,
-    _remember_detections,
     budget_bound,
     load_dataset,
     precision_note,
@@ -42,10 +43,9 @@ from benchmarks.examples_study import (
     write_records,
     write_report,
 )
-from clevr_game.cli import main
-from clevr_game.errors import InputError
-from clevr_game.exhaustive import ExhaustiveOptions, build_exhaustive
-from clevr_game.text import WordVocabulary, default_word_vocabulary
+from experiments.examples_study import runner as study_runner
+from experiments.examples_study.runner import _check_models
+from experiments.examples_study.trials import _remember_detections
 from players.pixel.checkpoint import build_model as build_pixel_model
 from players.pixel.checkpoint import load_player_file
 from players.pixel.data import load_pixel_data, select_scenes
@@ -672,7 +672,7 @@ def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tm
     # Loaded before each run's clock starts (a run forgets it at its end): on a busy machine the load alone can
     # outlast the limit, and no trial starts.
     loaded = load_dataset(folder, log=lambda line: None)
-    monkeypatch.setattr(examples_study, "_loaded", loaded)
+    monkeypatch.setattr(study_runner, "_loaded", loaded)
     lines: list[str] = []
     options = StudyOptions(data=[folder], players=["state-transformer"], fractions=[0.5], trials=3,
                            out=str(tmp_path / "r"), steps=100_000, eval_every=10, batch_size=32, model_config=TINY,
@@ -690,7 +690,7 @@ def test_the_time_limit_stops_the_study_without_recording_a_cut_trial(folder, tm
     assert [run_dir.name for run_dir in kept] == ["2-one__state-transformer__f0.5__t0"]
     marked = (kept[0] / "trial.json").stat().st_mtime_ns
     first = torch.load(kept[0] / "player.pt.ckpt", weights_only=False)["step"]
-    monkeypatch.setattr(examples_study, "_loaded", loaded)
+    monkeypatch.setattr(study_runner, "_loaded", loaded)
     run_study(replace(options, max_minutes=0.1), log=lines.append)  # continues trial 0 where the first run cut it
     assert (kept[0] / "trial.json").stat().st_mtime_ns == marked  # a fresh start would have marked it again
     assert torch.load(kept[0] / "player.pt.ckpt", weights_only=False)["step"] > first

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.image_reliance import main, measure, other_scenes
 from clevr_game.errors import InputError
 from clevr_game.generate import generate_dataset
+from experiments.image_reliance import main, measure, other_scenes
 from players.state.checkpoint import shipped_path
 
 pytestmark = pytest.mark.usefixtures("own_render_cache")

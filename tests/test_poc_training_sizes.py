@@ -1,8 +1,8 @@
-"""The CLEVR-POC training-size table's records and report (benchmarks.poc_training_sizes)."""
+"""The CLEVR-POC training-size table's records and report (experiments.poc_training_sizes)."""
 
 from __future__ import annotations
 
-from benchmarks.poc_training_sizes import (
+from experiments.poc_training_sizes import (
     Folders,
     generate_commands,
     main,

@@ -153,7 +153,7 @@ def test_set_answer_trials_get_a_jaccard_loss_per_adversary():
 
 
 def test_benchmark_tables_keep_a_slow_baseline_visible():
-    from benchmarks.timing import figure
+    from perf.timing import figure
 
     assert figure(1 / 406.16) == "0.00246"  # perf_report's scipy baseline, one test in 406 s
     assert figure(13718.94) == "13718.9" and figure(1.0) == "1.0" and figure(0.0) == "0.0"

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from benchmarks import poc_training_sizes, table2
+from benchmarks import table2
+from experiments import poc_training_sizes
 from players.poc.evaluation import PocEvaluation
 
 # ---------------------------------------------------------------- Wilson intervals of exact accuracy

@@ -351,7 +351,7 @@ def test_report_rebuilds_byte_identically_from_the_committed_trials(tmp_path):
 
 
 def test_readme_table_reads_the_reports_numbers(tmp_path):
-    from benchmarks.readme_table import clean_accuracies, readme_table
+    from experiments.readme_table import clean_accuracies, readme_table
 
     folder = _rebuilt(tmp_path / "report")
     rows = json.loads((folder / "table.json").read_text())

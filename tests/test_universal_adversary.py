@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from benchmarks.universal_adversary import main, make_split
 from clevr_game.errors import InputError
 from clevr_game.generate import generate_dataset
+from experiments.universal_adversary import main, make_split
 from players.registry import SHIPPED_WEIGHTS, weights_digest
 
 

@@ -16,7 +16,7 @@ The ground and the lights play no part: only the image border and objects in fro
 of each other decide what shows. Each object is tested only on the pixels of its
 projected bounds, all objects of a shape at once, and the nearest hit keeps the pixel:
 a scene costs a few milliseconds in numpy. Against the index pass it differs by the meshes' facets, a
-few pixels along an outline (benchmarks/perf_render.py `visibility_agreement`).
+few pixels along an outline (perf/render.py `visibility_agreement`).
 """
 
 from __future__ import annotations

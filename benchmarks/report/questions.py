@@ -1,0 +1,212 @@
+"""Table 2 and the paper's five questions, as blocks written once and rendered into both pages."""
+
+from __future__ import annotations
+
+from benchmarks import table2
+from benchmarks.report.cells import (
+    TABLE_HEADER,
+    breakdown_cells,
+    breakdown_header,
+    fragile_lines,
+    interval,
+    p_text,
+    row_cells,
+)
+from benchmarks.report.figures import CURVE_EXPLANATION
+from benchmarks.report.parts import ReportParts
+
+# ------------------------------------------------------------------ Table 2 and the five questions
+# Blocks, written once and rendered into both pages: ("h2", text), ("p", text),
+# ("table", header, rows), ("img", file, alt), ("ul", lines).
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "n/a" if value is None or value != value else f"{value:.{digits}g}"
+
+
+def _pv(value: float | None) -> str:
+    return "n/a" if value is None else p_text(value)
+
+
+def _verdict(p_value: float | None) -> str:
+    if p_value is None:
+        return "not testable"
+    return "significant at the 0.05 level" if p_value < 0.05 else "not significant at the 0.05 level"
+
+
+def _paper_table(rows: list[dict]) -> list[tuple]:
+    sizes = sorted({r["size"] for r in rows})
+    header = ["player", "adversary"] + [f"{size}: {column}" for size in sizes
+                                        for column in ("consistency (mean, 95% CI)", "max", "drop (mean, 95% CI)",
+                                                       "max")]
+    cells = []
+    order = list(table2.ADVERSARY_LABELS)
+    keys = sorted({(r["player"], r["adversary"]) for r in rows},
+                  key=lambda k: (k[0], order.index(k[1]) if k[1] in order else len(order), k[1]))
+    for player, adversary in keys:
+        line = [player, table2.ADVERSARY_LABELS.get(adversary, adversary)]
+        for size in sizes:
+            row = next((r for r in rows if (r["player"], r["adversary"], r["size"]) == (player, adversary, size)),
+                       None)
+            if row is None:
+                line += ["", "", "", ""]
+                continue
+            c, d = row["consistency"], row["drop"]
+            line += [interval(c), f"{c['max_over_minigames']:.3f}", interval(d), f"{d['max_over_minigames']:.3f}"]
+        cells.append(line)
+    return [("h2", "Table 2"),
+            ("p", "Laid out as the paper's Table 2: per player and adversary, for each mini-game size, the mean "
+                  "consistency and drop over mini-games and seeds with bootstrap 95% CIs, and the maximum over "
+                  "mini-games (each mini-game's mean over its seeds). Every adversary plays the same items with "
+                  "the same number of evaluation samples."),
+            ("table", header, cells)]
+
+
+def _question_1(answer: dict, figure: bool) -> list[tuple]:
+    blocks: list[tuple] = [("h2", "1. State-input vs pixel-input adversary")]
+    overall = answer["all"]
+    if not overall["pairs"]:
+        return blocks + [("p", "No trial has both a state-input and a pixel-input adversary on the same player, "
+                               "mini-game and seed (run the benchmark with `--adversaries state,pixel`).")]
+    stronger = {"state": "the state-input adversary is the stronger", "pixel": "the pixel-input adversary is the "
+                "stronger", "neither": "neither adversary is stronger"}[overall["stronger"]]
+    blocks.append(("p", f"Over {overall['pairs']} pairs (player x size x mini-game x seed) the state-input "
+                        f"adversary's mean drop is {_num(overall['mean_drop_state'])} and the pixel-input one's "
+                        f"{_num(overall['mean_drop_pixel'])}: {stronger} on average. Wilcoxon signed-rank "
+                        f"W = {_num(overall['statistic'])}, p = {_pv(overall['p_value'])} ({overall['note']}), "
+                        f"{_verdict(overall['p_value'])}."))
+    header = ["player", "pairs", "mean drop, state", "mean drop, pixel", "W", "p", "note"]
+    blocks.append(("table", header, [[player, str(e["pairs"]), _num(e["mean_drop_state"]),
+                                      _num(e["mean_drop_pixel"]), _num(e["statistic"]), _pv(e["p_value"]),
+                                      e["note"]] for player, e in answer["players"].items()]))
+    if figure:
+        blocks.append(("img", "adversary_inputs.png", "drop of the state- against the pixel-input adversary"))
+    return blocks
+
+
+def _question_2(rows: list[dict]) -> list[tuple]:
+    blocks: list[tuple] = [("h2", "2. Drop vs mini-game size")]
+    if not rows or all(len(r["sizes"]) < 2 for r in rows):
+        return blocks + [("p", "The trials cover one mini-game size: there is no trend to test.")]
+    tested = [r for r in rows if r["p_value"] is not None]
+    falls = sum(r["direction"] == "falls" and r["p_value"] < 0.05 for r in tested)
+    rises = sum(r["direction"] == "rises" and r["p_value"] < 0.05 for r in tested)
+    blocks.append(("p", f"Jonckheere-Terpstra trend test of the drop across sizes (unit: a mini-game, the mean "
+                        f"over its seeds). Of {len(tested)} testable player-adversary pairs, the drop falls "
+                        f"significantly (p < 0.05) with size for {falls} and rises for {rises}."))
+    header = ["player", "adversary", "mean drop by size (mini-games)", "J", "z", "p", "trend"]
+    cells = [[r["player"], table2.ADVERSARY_LABELS.get(r["adversary"], r["adversary"]),
+              ", ".join(f"{size}: {drop:.4f} ({n})" for size, drop, n in zip(r["sizes"], r["mean_drop"],
+                                                                               r["minigames"], strict=True)),
+              _num(r["statistic"]), _num(r.get("z"), 3), _pv(r["p_value"]), r["direction"]] for r in rows]
+    return blocks + [("table", header, cells), ("img", "drop_by_size.png", "drop by size and adversary")]
+
+
+def _question_3(answer: dict, figure: bool) -> list[tuple]:
+    blocks: list[tuple] = [("h2", "3. Clean accuracy vs robustness")]
+    if not answer["adversaries"]:
+        return blocks + [("p", "No trained adversary has finished trials.")]
+    for label, entry in sorted(answer["adversaries"].items()):
+        name = table2.ADVERSARY_LABELS[label]
+        by_drop, by_consistency = entry["accuracy_vs_drop"], entry["accuracy_vs_consistency"]
+        blocks.append(("p", f"{name}: Spearman's rank correlation across {by_drop['n']} players of clean accuracy "
+                            f"with the mean drop rho = {_num(by_drop['statistic'], 3)}, p = "
+                            f"{_pv(by_drop['p_value'])}; with the mean consistency rho = "
+                            f"{_num(by_consistency['statistic'], 3)}, p = {_pv(by_consistency['p_value'])}"
+                            f"{' (' + by_drop['note'] + ')' if by_drop['note'] else ''}. A negative rho would "
+                            f"mean that the more accurate players are the more robust."))
+        header = ["player", "clean acc.", "mean consistency", "mean drop", "max consistency (size, mini-game)",
+                  "max drop"]
+        blocks.append(("table", header, [
+            [player, f"{e['clean_accuracy']:.3f}", f"{e['mean_consistency']:.4f}", f"{e['mean_drop']:.4f}",
+             f"{e['max_consistency']:.3f} ({e['max_consistency_size']}, {e['max_consistency_minigame']})",
+             f"{e['max_drop']:.3f}"] for player, e in sorted(entry["players"].items())]))
+    if figure:
+        blocks.append(("img", "accuracy_vs_robustness.png", "clean accuracy against mean drop and worst mini-game"))
+    return blocks
+
+
+def _question_4(answer: dict, parts: ReportParts) -> list[tuple]:
+    blocks: list[tuple] = [("h2", "4. Which questions break")]
+    if not answer["family"]:
+        return blocks + [("p", "No per-item results: the trials' records predate them and their run folders "
+                               "are not here.")]
+    blocks.append(("p", "Kruskal-Wallis test of the per-item dropped share across question families and across "
+                        "question kinds, per player (do some questions break more often than others?). The "
+                        "means per family and kind follow under \"By question family\"."))
+    header = ["player", "families: H", "p", "kinds: H", "p", "item results"]
+    blocks.append(("table", header, [
+        [player, _num(e["statistic"]), _pv(e["p_value"]), _num(answer["kind"][player]["statistic"]),
+         _pv(answer["kind"][player]["p_value"]), str(e["n"])] for player, e in answer["family"].items()]))
+    if parts.records_without_items:
+        blocks.append(("p", f"{parts.records_without_items} finished trial(s) have no per-item results (older "
+                            "records whose run folders are not here) and are left out of this question."))
+    return blocks
+
+
+def _question_5(rows: list[dict], figure: bool) -> list[tuple]:
+    blocks: list[tuple] = [("h2", "5. How small the manipulations are")]
+    if not rows:
+        return blocks + [("p", "No trial recorded the sizes of its manipulations (older records).")]
+    blocks.append(("p", "Every move of the trained adversaries' evaluations that changed an answer (a "
+                        "successful manipulation): how many objects it moved and how far in all (the sum of the "
+                        "moved objects' move lengths in scene units; the board is 6 wide, one bin 0.3). "
+                        "Mann-Whitney U compares that displacement with the valid moves that changed nothing."))
+    header = ["player", "adversary", "successful (dropped)", "one object", "objects mean / median",
+              "displacement mean / median / max", "U", "p", "median vs unchanged"]
+    cells = []
+    for r in rows:
+        changed, test = r["changed"], r["displacement_vs_unchanged"]
+        objects, moved = changed["objects"], changed["total_displacement"]
+        cells.append([r["player"], table2.ADVERSARY_LABELS[r["adversary"]],
+                      f"{objects['count']} ({r['dropped']['objects']['count']})",
+                      "n/a" if changed["one_object_share"] is None else f"{changed['one_object_share']:.1%}",
+                      f"{_num(objects['mean'], 3)} / {_num(objects['median'], 3)}",
+                      f"{_num(moved['mean'], 3)} / {_num(moved['median'], 3)} / {_num(moved['max'], 3)}",
+                      _num(test["statistic"]), _pv(test["p_value"]), test["note"]])
+    blocks.append(("table", header, cells))
+    if figure:
+        blocks.append(("img", "manipulation_sizes.png", "moved objects and displacement of successful manipulations"))
+    return blocks
+
+
+def _question_blocks(parts: ReportParts) -> list[tuple]:
+    answers = parts.answers
+    return (_paper_table(parts.rows)
+            + _question_1(answers["1_adversary_inputs"], parts.figures.get("adversary_inputs", False))
+            + _question_2(answers["2_size_trend"])
+            + _question_3(answers["3_accuracy_vs_robustness"], parts.figures.get("accuracy_vs_robustness", False))
+            + _question_4(answers["4_families"], parts)
+            + _question_5(answers["5_manipulation_sizes"], parts.figures.get("manipulation_sizes", False)))
+
+
+def _family_blocks(parts: ReportParts) -> list[tuple]:
+    if not parts.family_rows:
+        return []
+    return [("h2", "By question family"),
+            ("table", breakdown_header("family"), [breakdown_cells(r, "family") for r in parts.family_rows]),
+            ("table", breakdown_header("kind"), [breakdown_cells(r, "kind") for r in parts.kind_rows]),
+            ("img", "families.png", "consistency and drop by question family and kind"),
+            ("ul", fragile_lines(parts.family_rows, "family") + fragile_lines(parts.kind_rows, "kind"))]
+
+
+def body_blocks(parts: ReportParts) -> tuple[list[tuple], list[tuple]]:
+    """The blocks before the metric definitions and those after them (learning curves)."""
+    questions = _question_blocks(parts)
+    fifth = next(k for k, block in enumerate(questions) if block[:2] == ("h2", "5. How small the manipulations are"))
+    before = questions[:fifth] + _family_blocks(parts) + questions[fifth:]
+    if any("jaccard_loss" in r for r in parts.rows):  # CLEVR-POC trials: set answers
+        before += [("h2", "Results"), ("table", [*TABLE_HEADER, "Jaccard loss (mean, 95% CI)"],
+                                      [[*row_cells(r), interval(r["jaccard_loss"]) if "jaccard_loss" in r else ""]
+                                       for r in parts.rows])]
+    else:
+        before += [("h2", "Results"), ("table", TABLE_HEADER, [row_cells(r) for r in parts.rows])]
+    if parts.rows and not any(block[:2] == ("img", "drop_by_size.png") for block in questions):
+        before.append(("img", "drop_by_size.png", "drop by size and adversary"))
+    after: list[tuple] = []
+    if parts.curves:
+        after = [("h2", "Learning curves"), ("img", "learning_curves.png", "learning curves"),
+                 ("p", CURVE_EXPLANATION), ("ul", parts.curve_text)]
+    return before, after
+
+
