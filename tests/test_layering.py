@@ -102,13 +102,7 @@ def test_no_package_imports_a_higher_floor(package: str) -> None:
     assert upward_imports(package) == []
 
 
-# benchmarks.report, runner and trials import each other round until the split of benchmarks into
-# benchmarks, experiments and perf undoes it; not strict, so the split passes without an edit here.
-_SPLIT_PENDING = pytest.mark.xfail(strict=False, reason="benchmarks.report <-> benchmarks.trials (<-> runner)")
-
-
-@pytest.mark.parametrize("package", [*LOWER_FLOORS, pytest.param("benchmarks", marks=_SPLIT_PENDING),
-                                     "experiments", "perf"])
+@pytest.mark.parametrize("package", [*LOWER_FLOORS, "benchmarks", "experiments", "perf"])
 def test_no_modules_import_each_other_round(package: str) -> None:
     assert circles(package) == []
 
@@ -127,3 +121,10 @@ if __name__ == "__main__":
             print("upward:", line)
     for circle in sorted({c for package in LAYERS for c in circles(package)}):
         print("circle:", circle)
+
+
+@pytest.mark.parametrize("package", ["benchmarks", "experiments"])
+def test_every_module_of_the_benchmark_and_the_experiments_reads_top_to_bottom(package: str) -> None:
+    long = {str(path.relative_to(REPO)): count for path in sorted((REPO / package).rglob("*.py"))
+            if (count := len(path.read_text(encoding="utf-8").splitlines())) > 500}
+    assert long == {}, "split these modules by what they do (at most 500 lines each)"
