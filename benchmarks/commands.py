@@ -47,7 +47,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     out = Path(args.out)
     plan = preset_plan(
         preset, out,
-        players=args.players.split(",") if args.players else None,
+        players=player_specs(args),
         items=args.items,
         sizes=[int(s) for s in args.sizes.split(",")] if args.sizes else None,
         minigames=args.minigames, seeds=args.seeds, steps=args.steps,
@@ -72,6 +72,15 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     print(f"trials: {total} finished: {len(records) - failed} failed: {failed}")
     print(f"report: {md} {page}")
     return 1 if failed else 0
+
+
+def player_specs(args: argparse.Namespace) -> list[str] | None:
+    """--players' names, then each --player's spec, in order; None (the preset's players) when neither is given.
+
+    A spec with a comma in its command line cannot travel in --players' list: --player takes it whole.
+    """
+    specs = (args.players.split(",") if args.players else []) + (args.player or [])
+    return specs or None
 
 
 def _check_benchmark_memory(args: argparse.Namespace, preset: Preset) -> None:
@@ -119,6 +128,9 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="CLEVR 1.0's template folder: the table2 presets' generated pool asks CLEVR's templates "
                         "and the project's own (default: the own templates only, with a notice)")
     p.add_argument("--players", default=None, help="comma-separated player names (default: the preset's players)")
+    p.add_argument("--player", action="append", default=None, metavar="SPEC",
+                   help="one player spec, taken whole (a subprocess command line may hold commas); repeatable; "
+                        "with --players, --players' players come first, then each --player in order")
     p.add_argument("--items", default=None, help="item folder (default: a generated pool in OUT/items)")
     p.add_argument("--sizes", type=int_list_in(1, MAX_ITEMS), default=None, help="comma-separated mini-game sizes")
     p.add_argument("--minigames", type=int_in(1, MAX_ITEMS), default=None, help="mini-games per size")

@@ -292,6 +292,16 @@ def test_benchmark_with_a_good_and_a_failing_player_exits_1_and_reports_both(set
     assert "| player errors |" in report and "| 0 (0.00%) |" in report
 
 
+def test_benchmark_player_runs_a_subprocess_spec_whose_command_holds_commas(setup, tmp_path, capsys):
+    spec = (f"subprocess:{sys.executable} -c \"import json, sys; [print(json.dumps({{'id': json.loads(line)['id'], "
+            f"'answer': 'yes'}}), flush=True) for line in sys.stdin]\"")
+    rc = main(["benchmark", "--player", spec, "--items", str(setup / "items"), "--sizes", "10",
+               "--minigames", "1", "--seeds", "1", "--steps", "128", "--out", str(tmp_path), "--no-progress",
+               "--workers", "1", "--adversary-weights", str(setup / "rn.pt"), "--gallery-preset", "schematic"])
+    assert rc == 0 and "trials: 1 finished: 1 failed: 0" in capsys.readouterr().out
+    assert [record["player"] for record in read_trials(tmp_path).values()] == [spec]
+
+
 def test_play_exits_1_when_the_player_fails_too_often(setup, capsys):
     rc = main(["play", "--items", str(setup / "items"), "--player", _spec(setup, "error-when-moved"),
                "--episodes", "64", "--max-player-failures", "0"])

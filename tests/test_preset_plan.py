@@ -31,3 +31,32 @@ def test_a_mistyped_player_fails_before_the_pool_is_generated(tmp_path: Path) ->
     with pytest.raises(InputError, match="unknown player 'state-transformr'"):
         preset_plan(PRESETS["quick"], tmp_path, players=["oracle", "state-transformr"])
     assert not (tmp_path / "items").exists()
+
+
+# A subprocess command line with commas: --players' comma-separated list would cut it in pieces.
+COMMA_SPEC = ("subprocess:python -c \"import json, sys; [print(json.dumps({'id': json.loads(line)['id'], "
+              "'answer': 'yes'}), flush=True) for line in sys.stdin]\"")
+
+
+def _benchmark_args(*options: str):
+    from clevr_game.cli import build_parser
+
+    return build_parser().parse_args(["benchmark", *options])
+
+
+def test_player_takes_a_spec_with_commas_whole(tmp_path: Path) -> None:
+    from benchmarks.commands import player_specs
+
+    specs = player_specs(_benchmark_args("--player", COMMA_SPEC))
+    plan = preset_plan(PRESETS["quick"], tmp_path, players=specs, items="pool")
+    assert plan.players == [COMMA_SPEC]
+    assert {t["player"] for t in plan.trials()} == {COMMA_SPEC}
+
+
+def test_players_come_first_then_each_player_in_order() -> None:
+    from benchmarks.commands import player_specs
+
+    args = _benchmark_args("--player", COMMA_SPEC, "--players", "oracle,state-rn", "--player", "majority")
+    assert player_specs(args) == ["oracle", "state-rn", COMMA_SPEC, "majority"]
+    assert player_specs(_benchmark_args("--players", "oracle")) == ["oracle"]
+    assert player_specs(_benchmark_args()) is None
