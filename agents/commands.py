@@ -22,6 +22,7 @@ from clevr_game.cli_types import (
     random_seed,
 )
 from players.guard import add_limit_options, limits_from_args
+from players.registry import PLAYER_SPEC_HELP
 
 MAX_ENVS = 65_536
 """Envs stepped at once (default 128): each a few KB of buffers, all asked of the player in one batch."""
@@ -85,7 +86,7 @@ def add_attack_commands(subparsers: argparse._SubParsersAction) -> None:
 
     defaults = AttackOptions  # a dataclass field's default is also its class attribute
     p = subparsers.add_parser("attack", help="train an adversary on one mini-game; last line `consistency: X drop: Y accuracy: A`")
-    p.add_argument("--player", required=True)
+    p.add_argument("--player", required=True, help=f"the player: {PLAYER_SPEC_HELP}")
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json)")
     p.add_argument("--minigame-size", type=int_in(1, MAX_ITEMS), default=defaults.minigame_size)
     p.add_argument("--minigame", type=int_in(0, MAX_ITEMS - 1), default=defaults.minigame,

@@ -23,6 +23,7 @@ from clevr_game.cli_types import (
 )
 from clevr_game.errors import InputError
 from players.guard import add_limit_options, limits_from_args
+from players.registry import PLAYER_SPEC_HELP
 
 MAX_SEEDS = 1_000
 """Seeds per mini-game (the paper's full Table 2 runs 30)."""
@@ -127,10 +128,13 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--clevr-templates", default=None, metavar="DIR",
                    help="CLEVR 1.0's template folder: the table2 presets' generated pool asks CLEVR's templates "
                         "and the project's own (default: the own templates only, with a notice)")
-    p.add_argument("--players", default=None, help="comma-separated player names (default: the preset's players)")
+    p.add_argument("--players", default=None,
+                   help=f"comma-separated players (default: the preset's players), each {PLAYER_SPEC_HELP}; "
+                        "a spec that holds a comma goes in --player")
     p.add_argument("--player", action="append", default=None, metavar="SPEC",
-                   help="one player spec, taken whole (a subprocess command line may hold commas); repeatable; "
-                        "with --players, --players' players come first, then each --player in order")
+                   help=f"a player, taken whole as one spec (a subprocess command may hold commas): "
+                        f"{PLAYER_SPEC_HELP}; repeatable; with --players, --players' players come first, "
+                        "then each --player in order")
     p.add_argument("--items", default=None, help="item folder (default: a generated pool in OUT/items)")
     p.add_argument("--sizes", type=int_list_in(1, MAX_ITEMS), default=None, help="comma-separated mini-game sizes")
     p.add_argument("--minigames", type=int_in(1, MAX_ITEMS), default=None, help="mini-games per size")

@@ -18,6 +18,7 @@ from clevr_game.cli_types import (
 )
 from clevr_game.errors import RunFailed
 from players.guard import add_limit_options, limits_from_args
+from players.registry import PLAYER_SPEC_HELP
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
@@ -57,7 +58,7 @@ def add_game_commands(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("play", help="play moves against a player; last line `consistency: X drop: Y invalid: Z accuracy: A`")
     p.add_argument("--items", required=True, help="a dataset folder (scenes.json + questions.json, or CLEVR-POC items.json)")
-    p.add_argument("--player", default="oracle", help="oracle, a registered name, subprocess:<command>, or an http URL")
+    p.add_argument("--player", default="oracle", help=f"the player: {PLAYER_SPEC_HELP} (default: oracle)")
     p.add_argument("--moves", choices=["random", "stay"], default="random",
                    help="random: a uniform bin on each axis for every object; stay: move nothing (the unmoved answers)")
     p.add_argument("--episodes", type=int_in(1, MAX_ITEMS), default=1000,

@@ -28,6 +28,7 @@ from clevr_game.cli_types import (
     random_seed,
 )
 from clevr_game.errors import InputError
+from players.registry import PLAYER_SPEC_HELP
 
 MAX_POC_ITEMS = 100_000
 """Items generated or rendered in one run: about 0.2 s and at most 70 KB each (measured)."""
@@ -258,8 +259,9 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
         description="Per asked attribute and overall; for the neuro-symbolic players also program and perception "
                     "accuracy and the cause of each wrong answer. Last line `exact: X jaccard: Y`.",
     )
-    p.add_argument("--player", required=True, help="oracle, poc-state-neuro-symbolic, poc-neuro-symbolic, poc-neural, "
-                                                   "poc-neural-nl, poc-neural-asp, subprocess:<command> or a URL")
+    p.add_argument("--player", required=True,
+                   help=f"the player: {PLAYER_SPEC_HELP}; on CLEVR-POC items the oracle, a poc-* player or an "
+                        "external one")
     p.add_argument("--items", required=True, help="a folder written by `poc generate`")
     p.add_argument("--limit", type=int_in(1, MAX_ITEMS), default=None, help="N items only")
     p.add_argument("--offset", type=int_in(0, MAX_ITEMS), default=0,

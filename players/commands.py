@@ -29,6 +29,7 @@ from clevr_game.cli_types import (
 )
 from clevr_game.errors import InputError, RunFailed
 from players.guard import add_limit_options, limits_from_args
+from players.registry import PLAYER_SPEC_HELP
 from players.tunables import TUNABLES as TUNABLES  # re-exported: the tests read it here
 from players.tunables import given_tunables
 
@@ -174,7 +175,7 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_train)
 
     p = commands.add_parser("eval", help="accuracy overall and per question family; last line `accuracy: X`")
-    p.add_argument("--player", required=True, help="state-transformer, state-rn, oracle, subprocess:<cmd>, URL")
+    p.add_argument("--player", required=True, help=f"the player: {PLAYER_SPEC_HELP}")
     p.add_argument("--data", required=True, help="dataset folder (scenes.json + questions.json)")
     p.add_argument("--weights", default=None, help="a player file instead of the shipped one (state players)")
     p.add_argument("--device", default=None, help="torch device for state players (default cpu)")

@@ -247,3 +247,10 @@ register("poc-neuro-symbolic", _poc_player("PocNeuroSymbolicPlayer"))
 register("poc-neural", _poc_player("PocNeuralPlayer", knowledge="none"))
 register("poc-neural-nl", _poc_player("PocNeuralPlayer", knowledge="nl"))
 register("poc-neural-asp", _poc_player("PocNeuralPlayer", knowledge="asp"))
+
+PLAYER_SPEC_HELP = (
+    f"a registered name ({', '.join(available())}), {PLAYER_FILE_PREFIX}PATH (a player file), "
+    f"{SUBPROCESS_PREFIX}COMMAND (a program answering JSON lines; quote the spec as one argument) "
+    "or an http:// or https:// URL (docs/players.md)"
+)
+"""The forms of a player spec, for the help of every option that takes one (after the registrations above)."""

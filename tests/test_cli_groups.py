@@ -75,3 +75,28 @@ def test_players_train_passes_the_perception_source_to_the_pixel_trainer() -> No
     args = build_parser(base).parse_args([*base, "--perception-from", "other/neuro-symbolic.pt"])
     assert args.perception_from == "other/neuro-symbolic.pt"
     assert build_parser(base).parse_args(base).perception_from is None
+
+
+def _player_options(parser: argparse.ArgumentParser, path: str = "") -> dict[str, argparse.Action]:
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.update(_player_options(sub, f"{path} {name}".strip()))
+        elif {"--player", "--players"} & set(action.option_strings):
+            found[f"{path} {action.option_strings[0]}"] = action
+    return found
+
+
+def test_every_option_taking_a_player_spec_says_its_forms() -> None:
+    from players.registry import PLAYER_SPEC_HELP
+
+    options = _player_options(build_parser())
+    # These train or fine-tune the player, so they take only the kinds they can train, never an external one.
+    trains = {"adversarial-training --player", "study examples --players"}
+    takes_a_spec = {name: action for name, action in options.items() if action.choices is None and name not in trains}
+    assert {"play --player", "attack --player", "benchmark --player", "benchmark --players", "players eval --player",
+            "poc eval --player"} <= set(takes_a_spec)
+    for name, action in takes_a_spec.items():
+        assert PLAYER_SPEC_HELP in action.help, name
+        assert "subprocess:" in action.help and "http" in action.help, name
