@@ -303,6 +303,24 @@ def test_render_command_writes_clevr_names_and_pixel_coords(tmp_path: Path) -> N
     _assert_objects_at_their_pixels(image, written)
 
 
+def test_render_command_limit_renders_the_first_scenes_only(tmp_path: Path) -> None:
+    from clevr_game.cli import main
+
+    scenes = []
+    for index in range(3):
+        scene = _four_colours()
+        scene.split, scene.image_index = "new", index
+        scenes.append(scene.to_json())
+    scenes_file = tmp_path / "scenes.json"
+    scenes_file.write_text(json.dumps({"info": {"split": "new"}, "scenes": scenes}))
+    out = tmp_path / "images"
+    assert main(["render", "--scenes", str(scenes_file), "--out", str(out), "--preset", "fast", "--width", "48",
+                 "--height", "32", "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--limit", "2"]) == 0
+    assert sorted(p.name for p in out.glob("*.png")) == ["CLEVR_new_000000.png", "CLEVR_new_000001.png"]
+    assert [s.image_filename for s in load_scenes(out / "scenes.json")] == ["CLEVR_new_000000.png",
+                                                                           "CLEVR_new_000001.png"]
+
+
 def test_render_command_reports_a_bad_assets_folder(tmp_path: Path, capsys) -> None:
     from clevr_game.cli import main
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from clevr_game.cli_types import (
     MAX_BLENDER_WORKERS,
     MAX_IMAGE_SIDE,
+    MAX_ITEMS,
     MAX_SECONDS,
     float_in,
     int_in,
@@ -46,6 +47,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from clevr_game.scene import load_scenes_info, project_to_pixels, save_scenes
 
     scenes, preset, names = check_render_inputs(args.scenes, args.preset, args.width, args.height)
+    # Named before the cut, so an image keeps the name a full render gives it.
+    scenes, names = scenes[:args.limit], names[:args.limit]
     out = Path(args.out)
 
     def report(line: str) -> None:
@@ -80,6 +83,8 @@ def add_render_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=output_folder, required=True, help="folder for the images")
     p.add_argument("--preset", default="balanced", choices=["fast", "balanced", "clevr"],
                    help="fast: Workbench; balanced: Cycles 16 samples + denoise; clevr: Cycles 512 samples, 480x320")
+    p.add_argument("--limit", type=int_in(1, MAX_ITEMS), default=None,
+                   help="render the first N scenes only (OUT/scenes.json then holds those N)")
     p.add_argument("--workers", type=int_in(1, MAX_BLENDER_WORKERS), default=1,
                    help="persistent Blender processes rendering in parallel")
     p.add_argument("--width", type=int_in(1, MAX_IMAGE_SIDE), default=None, help="override the preset's image width")
