@@ -66,6 +66,9 @@ class AttackOptions:
     adversary: str = "state"  # what the adversary sees: the scene graph, or the original image ("pixel")
     mode: str = "displacement"
     progress: bool = True
+    # Only the `attack` command's --steps is the user's own figure; a benchmark's preset steps
+    # would warn about themselves in every trial.
+    report_rounding: bool = False  # say on stderr when --steps is not whole batches of num_envs
     threads: int = 1  # the batches are small: one thread beats two, and trials run side by side
     player_timeout: float | None = None  # seconds per answer of an external player (None: its default)
     player_startup_timeout: float | None = None  # seconds for its first answer (None: its default)
@@ -160,7 +163,8 @@ def _run_attack(options: AttackOptions) -> dict:
                        max_entropy_coef=options.max_entropy_coef, keep_best=options.keep_best,
                        seed=options.seed)
     config = _resumable_config(out, config, options)
-    _report_rounding(options.steps, config)
+    if options.report_rounding:
+        _report_rounding(options.steps, config)
     rewards = Rewards(*options.rewards)
     with load_guarded(options.player, timeout_s=options.player_timeout,
                       startup_timeout_s=options.player_startup_timeout, max_failures=options.max_player_failures,
@@ -201,7 +205,7 @@ def _run_attack(options: AttackOptions) -> dict:
     trained_scores, random_scores = scores(trained), scores(random)
     _learning_curve_png(history, out / "learning_curve.png")
     result = {
-        "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "threads")},
+        "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "report_rounding", "threads")},
         **trained_scores.to_json(),
         "random_consistency": random_scores.consistency,
         "random_drop": random_scores.drop,

@@ -62,7 +62,7 @@ def _cmd_attack(args: argparse.Namespace) -> int:
         keep_best=not args.last_policy,
         threads=args.threads, rewards=tuple(args.rewards), fine_tune=args.fine_tune,
         adversary_weights=args.adversary_weights, mode=args.mode,
-        progress=not args.no_progress, player_timeout=limits["timeout_s"],
+        progress=not args.no_progress, report_rounding=True, player_timeout=limits["timeout_s"],
         player_startup_timeout=limits["startup_timeout_s"],
         max_player_failures=limits["max_failures"], max_error_rate=args.max_error_rate,
         check_visibility=False if args.no_visibility else None, adversary=args.adversary,

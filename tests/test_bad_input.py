@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.attack import whole_batches
+from agents.attack import AttackOptions, run_attack, whole_batches
 from benchmarks.trials import clear_stale_run
 from clevr_game import cli_types
 from clevr_game.cli import build_parser, main
@@ -228,6 +228,15 @@ def test_attack_resumes_only_with_the_options_it_began_with(dataset, tmp_path):
     code, _, err = _run(base)
     assert code == 0, err
     assert "attack: --steps 100 rounded down to 64 (whole batches of 64 envs x 1 step)" in err
+
+
+def test_only_the_attack_command_reports_its_steps_rounded(tmp_path, capsys):
+    # A benchmark trial calls run_attack with its preset's steps: they must not warn about themselves.
+    generate_dataset(tmp_path / "items", 12, 1, seed=4, progress=False)
+    result = run_attack(AttackOptions(player="oracle", items=str(tmp_path / "items"), steps=100, num_envs=64,
+                                      eval_samples=1, out=str(tmp_path / "run"), progress=False))
+    assert "rounded" not in capsys.readouterr().err
+    assert "report_rounding" not in result["options"]
 
 
 def _random_state_player(path: Path, seed: int) -> None:
