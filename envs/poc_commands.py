@@ -112,7 +112,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
 
 def _solve_items(args: argparse.Namespace) -> int:
-    """`--item K`: its answer set, one value per line; `--all`: every item against its stored answer."""
+    """`--item K`: a line naming the item and its question, then its answer set, one value per line;
+    `--all`: every item against its stored answer."""
     from clevr_game.asp.items import poc_items
     from clevr_game.asp.solve import brave_answers
     from envs.poc_items import PocRules
@@ -124,6 +125,8 @@ def _solve_items(args: argparse.Namespace) -> int:
         if not chosen:
             raise InputError(f"{Path(args.items) / 'items.json'}: no item {args.item} ({len(items)} items)")
         item = chosen[0]
+        # One line whatever the file holds: the answer set must stay the lines after it.
+        print(f"item {args.item} ({item.item_id}): {' '.join(item.question.split())}")
         for value in brave_answers(rules.environment(item), item.scene, item.extra["asp"],
                                    scene_name=f"{item.item_id} scene", question_name=f"{item.item_id} rule"):
             print(value)
@@ -243,7 +246,8 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "solve", help="the answer set of a question about a partial scene, one value per line",
         description="Either three files (--environment, --scene, --question) or a generated folder "
-                    "(--items DIR with --item K, or --all to check every item against its stored answer; "
+                    "(--items DIR with --item K: a line `item K (poc:K): QUESTION`, then the answer set; or --all to "
+                    "check every item against its stored answer; "
                     "last line `exact: X (right/items items)`, exit 1 when any differs).",
     )
     p.add_argument("--environment", help="ENV.lp")

@@ -58,7 +58,8 @@ def test_the_readme_chain_runs_as_written(tmp_path, capsys, monkeypatch):
     stored = json.loads((tmp_path / "poc" / "items.json").read_text())["items"]
 
     assert main(["poc", "solve", "--items", "poc/", "--item", "7"]) == 0
-    assert capsys.readouterr().out.split() == stored[7]["answer"]
+    heading, *answer = capsys.readouterr().out.splitlines()
+    assert heading == f"item 7 (poc:7): {stored[7]['question']}" and answer == stored[7]["answer"]
 
     assert main(["poc", "solve", "--items", "poc/", "--all"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "exact: 1.0000 (12/12 items)"
