@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
     from benchmarks.presets import PRESETS, preset_plan
+    from benchmarks.provenance import run_info, write_run_info
     from benchmarks.report import build_report
     from benchmarks.runner import run_plan
     from clevr_game.run_files import TRIALS_FILE
@@ -57,8 +58,11 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         adversary_weights=args.adversary_weights,
         player_timeout=limits["timeout_s"], player_startup_timeout=limits["startup_timeout_s"],
         max_player_failures=limits["max_failures"],
-        max_error_rate=args.max_error_rate, check_visibility=False if args.no_visibility else None,
+        max_error_rate=args.max_error_rate,
+        check_visibility=False if args.no_visibility else preset.check_visibility,
     )
+    write_run_info(out, run_info(getattr(args, "argv", []), {k: v for k, v in vars(args).items()
+                                                              if k not in ("handler", "argv")}))
     planned = {trial["trial"] for trial in plan.trials()}
     total = len(planned)
     records = run_plan(plan, workers=args.workers, ray=args.ray, ray_address=args.ray_address,
@@ -147,7 +151,8 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-visibility", action="store_true",
-                   help="do not require every object to stay visible (checked by default for players that see images)")
+                   help="do not require every object to stay visible (checked for every player in the quick preset, "
+                        "for players that see images in the others)")
     p.add_argument("--adversaries", default=None,
                    help="comma-separated adversary inputs: state (the scene graph), pixel (the original image) "
                         "(default: the preset's: state; state,pixel for table2)")

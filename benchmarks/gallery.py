@@ -1,6 +1,10 @@
-"""The report's gallery: distinct items whose answer the adversary changed, before and after the move.
+"""The report's gallery: distinct items whose right answer the adversary broke, before and after the move.
 
-Each entry is one item (no item twice, whichever player or seed broke it),
+Only right-to-wrong manipulations whose moved scene keeps every CLEVR rule are shown:
+inside the board, apart, no ambiguous relation, and every object visible (CLEVR's 200
+pixels at 320 x 240, counted as the game's visibility referee counts them), whether or
+not the trial's referee checked visibility (`breaks_a_clevr_rule`). Each entry is one
+item (no item twice, whichever player or seed broke it),
 every player that broke one shown at least once (in the report),
 players with the highest drop first, a right answer broken before a merely
 changed one, fewer moved objects first. Both scenes are rendered with the
@@ -60,6 +64,20 @@ class Candidate:
         return {"image": image, "player": self.player, "trial": self.trial, "item_id": self.item_id,
                 "question": self.question, "true": self.true_answer, "old": self.old_answer,
                 "new": self.new_answer, "dropped": self.dropped, "moved": moved}
+
+
+def breaks_a_clevr_rule(scene: Scene) -> str | None:
+    """The first of CLEVR's rules `scene` breaks (placement, then visibility), one line; None when it keeps all."""
+    from clevr_game.layout import judge_scenes
+    from clevr_game.render.silhouettes import hidden_objects_geometric
+
+    (violation,) = judge_scenes([scene])
+    if violation is not None:
+        return str(violation)
+    hidden = hidden_objects_geometric(scene)
+    if hidden:
+        return f"object {hidden[0]} ({scene.objects[hidden[0]].describe()}) shows fewer than CLEVR's 200 pixels"
+    return None
 
 
 def pick(candidates: list[Candidate], size: int = GALLERY_SIZE, *, one_per_player: bool = False) -> list[Candidate]:

@@ -81,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)
+    args.argv = arguments  # what a results folder records as the command that made it
     handler: Handler = args.handler
     try:
         return int(handler(args) or 0)

@@ -34,15 +34,22 @@ from players.state.models import build_model
 REPO = Path(__file__).resolve().parents[1]
 TINY_RN = {"width": 32, "word_width": 16, "question_width": 32, "g_layers": 2, "f_width": 32, "dropout": 0.0}
 
-# Answers from positions only: counts and yes/no flip with the x of objects, attribute
-# questions name the object nearest the centre, so almost any move can change an answer.
+# Right on every unmoved scene (it reads the items' answers), and from positions only once a scene
+# moved: counts and yes/no flip with the x of objects, attribute questions name the object nearest the
+# centre, so almost any move can break a right answer.
 POSITIONAL_PLAYER = """
 import json, sys
+from envs.items import load_items
+ITEMS = {it.item_id: it for it in load_items(sys.argv[1])}
 ATTRIBUTES = (("color", "color"), ("size", "size"), ("material", "material"), ("made of", "material"),
               ("shape", "shape"))
 for line in sys.stdin:
     query = json.loads(line)
     objects = query["scene"]["objects"]
+    item = ITEMS[query["id"]]
+    if [o["3d_coords"] for o in objects] == [list(o.coords) for o in item.scene.objects]:
+        print(json.dumps({"id": query["id"], "answer": item.answer}), flush=True)
+        continue
     text = query["question"].lower()
     nearest = min(objects, key=lambda o: abs(o["3d_coords"][0]) + abs(o["3d_coords"][1]))
     asked = [attribute for word, attribute in ATTRIBUTES if word in text]
@@ -66,7 +73,7 @@ def bench(tmp_path_factory):
     network = build_model("relation-network", TINY_RN, len(words), len(ANSWERS))
     save_player_file(root / "rn.pt", player_file_from(network, "relation-network", words, list(ANSWERS), {}))
     (root / "positional.py").write_text(POSITIONAL_PLAYER)
-    player = f"subprocess:{sys.executable} {root / 'positional.py'}"
+    player = f"subprocess:{sys.executable} {root / 'positional.py'} {root / 'items'}"
     command = [sys.executable, "-m", "clevr_game.cli", "benchmark", "--players", f"oracle,{player}",
                "--items", str(root / "items"), "--sizes", "10", "--minigames", "2", "--seeds", "1",
                "--steps", "256", "--workers", "1", "--out", str(root / "results"), "--no-progress",

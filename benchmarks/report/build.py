@@ -8,6 +8,7 @@ from pathlib import Path
 
 from benchmarks import table2
 from benchmarks.gallery import SCHEMATIC, draw_gallery, pick
+from benchmarks.provenance import read_run_info
 from benchmarks.records import FINISHED_FIELDS, TRIALS_FILE, read_trials
 from benchmarks.report.figures import (
     accuracy_plot,
@@ -56,7 +57,8 @@ def build_report(results: str | os.PathLike[str], *, gallery_preset: str = "fast
     parts = ReportParts(rows=rows, failed=failed, family_rows=by_family, kind_rows=by_kind, answers=answers,
                         unlabelled_items=sum(r["family"] == "unknown" for r in per_item),
                         records_without_items=sum("item_results" not in r and r["trial"] not in
-                                                  {run.record["trial"] for run in runs} for r in ok))
+                                                  {run.record["trial"] for run in runs} for r in ok),
+                        run_info=read_run_info(folder))
     if ok:
         size_plot(rows, folder / "drop_by_size.png")
         parts.curves = curve_plot(ok, folder / "learning_curves.png")

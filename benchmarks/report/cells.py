@@ -71,3 +71,12 @@ def gallery_line(entry: dict) -> str:
             f"moved: {', '.join(entry['moved'])}")
 
 
+
+
+def provenance_lines(info: dict) -> list[tuple[str, str]]:
+    """(term, text) of a run_info.json: the command, options, version, commit, date and cores that made the trials."""
+    options = ", ".join(f"{k}={v}" for k, v in sorted(info.get("options", {}).items()) if v is not None)
+    return [("command", f"`{info.get('command', '?')}`"), ("options", options or "none"),
+            ("clevr-game version", str(info.get("version", "unknown"))),
+            ("commit", str(info.get("commit") or "unknown (not a git checkout)")),
+            ("date", str(info.get("date", "unknown"))), ("cores", str(info.get("cores", "unknown")))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from benchmarks.report.cells import failed_line, gallery_line
+from benchmarks.report.cells import failed_line, gallery_line, provenance_lines
 from benchmarks.report.glossary import METRICS, TITLE
 from benchmarks.report.parts import ReportParts
 from benchmarks.report.questions import body_blocks
@@ -22,6 +22,8 @@ def _blocks_md(blocks: list[tuple]) -> list[str]:
             lines += _md_table(block[1], block[2]) + [""]
         elif kind == "img":
             lines += [f"![{block[2]}]({block[1]})", ""]
+        elif kind == "folded":
+            lines += ["", f"**{block[1]}**: not answered by these trials: {block[2]}", ""]
         else:
             lines += [f"- {line}" for line in block[1]] + [""]
     return lines
@@ -40,6 +42,9 @@ def _blocks_html(blocks: list[tuple]) -> list[str]:
             out.append(_html_table(block[1], block[2]))
         elif kind == "img":
             out.append(f"<p><img src='{esc(block[1])}' alt='{esc(block[2])}'></p>")
+        elif kind == "folded":
+            out.append(f"<details><summary>{esc(block[1])}: not answered by these trials</summary>"
+                       f"<p>{esc(block[2])}</p></details>")
         else:
             out.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in block[1]) + "</ul>")
     return out
@@ -68,6 +73,9 @@ def markdown_page(parts: ReportParts) -> str:
         lines += [_md_cell(gallery_line(entry)), "", f"![{entry['item_id']}]({entry['image']})", ""]
     if parts.failed:
         lines += ["", "## Failed trials", ""] + [f"- {failed_line(r)}" for r in parts.failed]
+    if parts.run_info:
+        lines += ["", "## How these trials were made", ""] + [f"- {term}: {text}" for term, text in
+                                                             provenance_lines(parts.run_info)]
     return "\n".join(lines) + "\n"
 
 
@@ -106,5 +114,8 @@ def html_page(parts: ReportParts) -> str:
                 f"moved: {esc(', '.join(entry['moved']))}</figcaption></figure>"]
     if parts.failed:
         out += ["<h2>Failed trials</h2><ul>"] + [f"<li>{esc(failed_line(r))}</li>" for r in parts.failed] + ["</ul>"]
+    if parts.run_info:
+        out += ["<h2>How these trials were made</h2><ul>"] + [
+            f"<li>{esc(term)}: {esc(text)}</li>" for term, text in provenance_lines(parts.run_info)] + ["</ul>"]
     out += ["</body></html>"]
     return "\n".join(out) + "\n"

@@ -22,6 +22,8 @@ class ReportParts:
     curve_text: list[str] = field(default_factory=list)
     gallery: list[dict] = field(default_factory=list)
     gallery_note: str | None = None
+    run_info: dict | None = None
+    """What made the trials (benchmarks.provenance): command, options, version, commit, date, cores."""
 
 
 def json_text(data: Any) -> str:

@@ -17,7 +17,8 @@ from benchmarks.report.parts import ReportParts
 
 # ------------------------------------------------------------------ Table 2 and the five questions
 # Blocks, written once and rendered into both pages: ("h2", text), ("p", text),
-# ("table", header, rows), ("img", file, alt), ("ul", lines).
+# ("table", header, rows), ("img", file, alt), ("ul", lines), and ("folded", title, reason) for a
+# question the trials' design cannot answer: one line, folded away in the HTML page.
 
 
 def _num(value: float | None, digits: int = 4) -> str:
@@ -63,11 +64,12 @@ def _paper_table(rows: list[dict]) -> list[tuple]:
 
 
 def _question_1(answer: dict, figure: bool) -> list[tuple]:
-    blocks: list[tuple] = [("h2", "1. State-input vs pixel-input adversary")]
+    title = "1. State-input vs pixel-input adversary"
+    blocks: list[tuple] = [("h2", title)]
     overall = answer["all"]
     if not overall["pairs"]:
-        return blocks + [("p", "No trial has both a state-input and a pixel-input adversary on the same player, "
-                               "mini-game and seed (run the benchmark with `--adversaries state,pixel`).")]
+        return [("folded", title, "no trial has both a state-input and a pixel-input adversary on the same "
+                                  "player, mini-game and seed (run the benchmark with `--adversaries state,pixel`).")]
     stronger = {"state": "the state-input adversary is the stronger", "pixel": "the pixel-input adversary is the "
                 "stronger", "neither": "neither adversary is stronger"}[overall["stronger"]]
     blocks.append(("p", f"Over {overall['pairs']} pairs (player x size x mini-game x seed) the state-input "
@@ -85,9 +87,10 @@ def _question_1(answer: dict, figure: bool) -> list[tuple]:
 
 
 def _question_2(rows: list[dict]) -> list[tuple]:
-    blocks: list[tuple] = [("h2", "2. Drop vs mini-game size")]
+    title = "2. Drop vs mini-game size"
+    blocks: list[tuple] = [("h2", title)]
     if not rows or all(len(r["sizes"]) < 2 for r in rows):
-        return blocks + [("p", "The trials cover one mini-game size: there is no trend to test.")]
+        return [("folded", title, "the trials cover one mini-game size: there is no trend to test.")]
     tested = [r for r in rows if r["p_value"] is not None]
     falls = sum(r["direction"] == "falls" and r["p_value"] < 0.05 for r in tested)
     rises = sum(r["direction"] == "rises" and r["p_value"] < 0.05 for r in tested)
@@ -103,9 +106,10 @@ def _question_2(rows: list[dict]) -> list[tuple]:
 
 
 def _question_3(answer: dict, figure: bool) -> list[tuple]:
-    blocks: list[tuple] = [("h2", "3. Clean accuracy vs robustness")]
+    title = "3. Clean accuracy vs robustness"
+    blocks: list[tuple] = [("h2", title)]
     if not answer["adversaries"]:
-        return blocks + [("p", "No trained adversary has finished trials.")]
+        return [("folded", title, "no trained adversary has finished trials.")]
     for label, entry in sorted(answer["adversaries"].items()):
         name = table2.ADVERSARY_LABELS[label]
         by_drop, by_consistency = entry["accuracy_vs_drop"], entry["accuracy_vs_consistency"]
@@ -193,7 +197,8 @@ def _family_blocks(parts: ReportParts) -> list[tuple]:
 def body_blocks(parts: ReportParts) -> tuple[list[tuple], list[tuple]]:
     """The blocks before the metric definitions and those after them (learning curves)."""
     questions = _question_blocks(parts)
-    fifth = next(k for k, block in enumerate(questions) if block[:2] == ("h2", "5. How small the manipulations are"))
+    fifth = next(k for k, block in enumerate(questions)
+                 if block[0] in ("h2", "folded") and block[1] == "5. How small the manipulations are")
     before = questions[:fifth] + _family_blocks(parts) + questions[fifth:]
     if any("jaccard_loss" in r for r in parts.rows):  # CLEVR-POC trials: set answers
         before += [("h2", "Results"), ("table", [*TABLE_HEADER, "Jaccard loss (mean, 95% CI)"],

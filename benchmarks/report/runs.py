@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.gallery import Candidate
+from benchmarks.gallery import Candidate, breaks_a_clevr_rule
 from benchmarks.items_folder import ItemsFolder, read_items_folder
 from clevr_game.run_files import RESULT_FILE
 from clevr_game.scene import parse_scene
@@ -114,9 +114,14 @@ def gallery_candidates(runs: list[FinishedRun], rows: list[dict]) -> list[Candid
         for item in run.result.get("items", []):
             best = item.get("best_manipulation")
             before = run.items.scenes.get(item["item_id"])
-            if not (item.get("changed") and best and best.get("scene") and best.get("moves")) or before is None:
+            # Right answers broken only: a wrong answer turned right shows no weakness.
+            if not (item.get("dropped") and best and best.get("scene") and best.get("moves")) or before is None:
+                continue
+            if str(best.get("new_answer")) == str(item["true_answer"]):
                 continue
             after = parse_scene(best["scene"], vocabulary=before.vocabulary)
+            if breaks_a_clevr_rule(after) is not None:
+                continue  # a state player's trial may not check visibility; the gallery shows CLEVR scenes only
             found.append(Candidate(
                 player=run.record["player"], player_rank=ranks.get(run.record["player"], len(ranks)),
                 trial=run.record["trial"], item_id=item["item_id"],
