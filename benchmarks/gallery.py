@@ -73,7 +73,7 @@ def breaks_a_clevr_rule(scene: Scene) -> str | None:
 
     (violation,) = judge_scenes([scene])
     if violation is not None:
-        return str(violation)
+        return violation.reason([o.describe() for o in scene.objects])
     hidden = hidden_objects_geometric(scene)
     if hidden:
         return f"object {hidden[0]} ({scene.objects[hidden[0]].describe()}) shows fewer than CLEVR's 200 pixels"

@@ -135,8 +135,38 @@ def test_gallery_shows_distinct_items_rendered_with_their_moves(bench):
         assert pixels[:, :, :].std() > 20
     # the captions carry the question and the three answers in full
     caption = next(line for line in md.splitlines() if "true answer:" in line and "moved:" in line)
-    assert re.search(r"true answer: \S+; before: \S+; after: \S+ \((right answer broken|answer changed)\)",
-                     caption)
+    assert re.search(r"true answer: \S+; before: \S+; after: \S+ \(right answer broken\)", caption)
+    # only right answers broken, never a wrong one changed or turned right
+    captions = json.loads((results / "gallery.json").read_text())["entries"]
+    assert captions and all(e["dropped"] and e["old"] == e["true"] != e["new"] for e in captions)
+
+
+def test_the_gallery_keeps_only_scenes_that_obey_every_clevr_rule():
+    from benchmarks.gallery import breaks_a_clevr_rule
+    from clevr_game.scene import Scene, SceneObject
+
+    def scene(*objects):
+        return Scene([SceneObject(size, "red", "rubber", "cube", (x, y, 0.7 if size == "large" else 0.35))
+                      for x, y, size in objects])
+
+    assert breaks_a_clevr_rule(scene((0.0, 0.0, "large"), (2.0, 1.0, "small"))) is None
+    # a small cube behind a large one, as the camera sees it: the layout keeps every rule, the picture does not
+    hidden = scene((0.0, 0.0, "large"), (-2.4, 1.2, "small"))
+    assert breaks_a_clevr_rule(hidden) == "object 1 (small red rubber cube) shows fewer than CLEVR's 200 pixels"
+    assert "overlap" in breaks_a_clevr_rule(scene((0.0, 0.0, "large"), (0.5, 0.5, "large")))
+
+
+def test_the_report_says_how_its_trials_were_made_and_folds_what_they_cannot_answer(bench):
+    results, _, player = bench
+    md = (results / "report.md").read_text()
+    info = json.loads((results / "run_info.json").read_text())
+    assert info["command"].startswith("clevr-game benchmark --players ") and info["cores"] >= 1
+    assert "## How these trials were made" in md and f"- cores: {info['cores']}" in md
+    assert f"- date: {info['date']}" in md and "- clevr-game version: " in md
+    # one size, one adversary: questions 1 and 2 are one line each, folded away in the HTML page
+    assert "**2. Drop vs mini-game size**: not answered by these trials: the trials cover one mini-game size" in md
+    assert "## 2. Drop vs mini-game size" not in md
+    assert "<details><summary>1. State-input vs pixel-input adversary" in (results / "report.html").read_text()
 
 
 def test_gallery_falls_back_to_schematic_views_when_blender_cannot_start(bench, tmp_path, monkeypatch):
