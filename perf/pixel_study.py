@@ -122,7 +122,7 @@ def _load(data: str, threads: int) -> tuple[Any, Any]:
 
 def trial_detections(data: str, threads: int = 1) -> str:
     """The object-transformer's detections for one trial's three parts (fraction 0.25): detected part by part
-    (each trial did so before session 7) against sliced from the dataset's, detected once per dataset load."""
+    (as each trial once did) against sliced from the dataset's, detected once per dataset load."""
     from experiments.examples_study import split_scenes
     from players.pixel.data import select_scenes
     from players.pixel.object_training import ObjectTransformerTask, fresh_network

@@ -3,7 +3,7 @@
 Baseline, measured in the same run on the same players' figures (`results/table2`,
 question 3: clean accuracy against mean drop, per trained adversary): scipy's
 `permutation_test` given both samples, which permutes each of them ((n!)^2
-statistics, one `spearmanr` call each; the report's form before session 21).
+statistics, one `spearmanr` call each; the report's earlier form).
 Ours: `table2.spearman`, y's ranks permuted alone (n! statistics, vectorised). Both
 give the same p. Then `clevr-game report` on a copy of the committed folder, once.
 
