@@ -3,10 +3,10 @@
 # into results/examples-study-pixel afterwards (docs/exhaustive.md, "Where it stands"). Run from the
 # checkout's root:
 #   results/examples-study-pixel/pixel-rn.sh {2obj|3obj|3obj-b|3obj-c} MAX_MINUTES
-# Since session 33 the three-object trials are split between two processes that never share a
+# Since commit 28cafd2 (2026-12-06) the three-object trials are split between two processes that never share a
 # dataset, so they never run the same trial: 3obj runs 3-mix, 3obj-b runs 3-two and 3-one (only their
 # round 3 was left; before, 3obj ran all three). Run both, side by side or one after the other.
-# 3obj-c (session 38) runs 3-one alone in a side folder of its own: it took 3-one at 90%, trial 2,
+# 3obj-c (2026-12-07, commit b686d8f) runs 3-one alone in a side folder of its own: it took 3-one at 90%, trial 2,
 # while 3obj-b finished 3-one at 75%; run it instead of 3obj-b, never beside it.
 # A trial cut by MAX_MINUTES is checkpointed under the side folder's work/; a copy committed under
 # results/examples-study-pixel/cut/ (made by save-cut.sh) is restored when the side folder has none.
@@ -30,7 +30,7 @@ if [ ! -d "$side/work" ] && [ -d "$committed/cut/rn-$objects" ]; then
   mkdir -p "$side/work"
   cp -r "$committed/cut/rn-$objects/." "$side/work/"
 fi
-# Merging the committed records in lets a side folder kept from an earlier session skip the trials
+# Merging the committed records in lets a side folder kept from an earlier run skip the trials
 # another process has recorded since.
 exec clevr-game study examples --data "${data%,}" --merge-from "$committed" \
   --players pixel-rn --fractions 0.01,0.05,0.1,0.25,0.5,0.75,0.9 --trials 3 \
