@@ -76,7 +76,8 @@ def add_generate_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--templates", default=None, metavar="own|clevr|both|PATH",
                    help="question templates: the project's own (default), CLEVR 1.0's, both, or a template file or folder")
     p.add_argument("--clevr-templates", default=None, metavar="DIR",
-                   help="CLEVR 1.0's template folder, for --templates clevr or both (not shipped with the project)")
+                   help="a folder of CLEVR 1.0 template files for --templates clevr or both (default: the copy shipped in "
+                        "the package, clevr_game/data/clevr_1.0/templates)")
     p.add_argument("--scenes", default=None, metavar="SCENES_JSON",
                    help="ask the questions about these scenes (a CLEVR scenes file) instead of generating new ones")
     p.add_argument("--check-visibility", action="store_true",

@@ -1,7 +1,7 @@
-"""The README's compact Table 2: mean drop and its 95% CI per player, adversary and size.
+"""The compact Table 2 of the README and docs/table2.md: mean drop and its 95% CI per player, adversary and size.
 
 Reads `table.json` and `table2.json` of a built report (`clevr-game report RESULTS` writes it), so the
-README's figures come from the same numbers as `report.md`:
+headline figures come from the same numbers as `report.md`:
 
     python -m experiments.readme_table results/table2
 """

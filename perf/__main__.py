@@ -1,7 +1,7 @@
 """Every hot path of the project in one table, each against its baseline measured in the same run.
 
 Run: python -m perf [--quick] [--only programs,env,...] [--json FILE]
-The README's performance table is copied from this output.
+docs/performance.md's table (and the README's few rows) are copied from this output.
 """
 
 from __future__ import annotations
