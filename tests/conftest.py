@@ -16,12 +16,12 @@ from clevr_game.datafiles import CLEVR_REAL_DIR, CLEVR_TEMPLATE_DIR
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def clevr_real() -> Path:
     return CLEVR_REAL_DIR
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def clevr_templates_dir() -> Path:
     return CLEVR_TEMPLATE_DIR
 
