@@ -32,7 +32,7 @@ from players.guard import (
 )
 
 RESUME_OPTIONS = ("player", "items", "minigame_size", "minigame", "split_seed", "rewards", "fine_tune",
-                  "adversary_weights", "mode", "adversary")
+                  "adversary_weights", "mode", "adversary", "needs", "image_size", "render_preset", "send_image")
 """What a resumed run must share with the run that began the folder, besides the trainer's config."""
 ADVERSARY_INPUTS = ("state", "pixel")
 
@@ -76,6 +76,17 @@ class AttackOptions:
     failure_window: int = DEFAULT_FAILURE_WINDOW
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     random_valid: bool = True  # also measure the random valid adversary (displacement moves only)
+    # What an external player is sent (players.registry.INPUT_OPTIONS); None: not given, its default.
+    needs: str | None = None  # comma-separated of scene, image, program
+    image_size: str | None = None  # WIDTHxHEIGHT
+    render_preset: str | None = None
+    send_image: str | None = None  # path or inline (http players)
+
+    def player_input(self) -> dict[str, str]:
+        """The input options given, as `players.registry.load_guarded` takes them."""
+        from players.registry import INPUT_OPTIONS
+
+        return {name: getattr(self, name) for name in INPUT_OPTIONS if getattr(self, name) is not None}
 
 
 class PlayerFailedRun(RunFailed):
@@ -168,7 +179,7 @@ def _run_attack(options: AttackOptions) -> dict:
     rewards = Rewards(*options.rewards)
     with load_guarded(options.player, timeout_s=options.player_timeout,
                       startup_timeout_s=options.player_startup_timeout, max_failures=options.max_player_failures,
-                      window=options.failure_window) as player:
+                      window=options.failure_window, player_input=options.player_input()) as player:
         earlier = FailureCount()  # the queries of the parts of this run before its last resume
         try:
             env = AdversarialVectorEnv(pool, player, options.num_envs, mode=options.mode, rewards=rewards,

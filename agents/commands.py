@@ -22,7 +22,7 @@ from clevr_game.cli_types import (
     random_seed,
 )
 from players.guard import add_limit_options, limits_from_args
-from players.registry import PLAYER_SPEC_HELP
+from players.registry import PLAYER_SPEC_HELP, add_input_options, input_from_args
 
 MAX_ENVS = 65_536
 """Envs stepped at once (default 128): each a few KB of buffers, all asked of the player in one batch."""
@@ -46,13 +46,15 @@ def attack_bytes(minigame_size: int, eval_samples: int, num_envs: int, steps: in
 def _cmd_attack(args: argparse.Namespace) -> int:
     from agents.attack import AttackOptions, last_line, run_attack
     from clevr_game.run_files import RESULT_FILE
-    from players.registry import check_spec
+    from players.registry import check_input, check_spec
 
     check_memory(attack_bytes(args.minigame_size, args.eval_samples, args.num_envs, args.steps),
                  f"attack: --minigame-size {args.minigame_size} x --eval-samples {args.eval_samples} moves, "
                  f"--num-envs {args.num_envs}, --steps {args.steps}")
     limits = limits_from_args(args)
+    player_input = input_from_args(args)
     check_spec(args.player)
+    check_input(args.player, player_input)
     options = AttackOptions(
         player=args.player, items=args.items, minigame_size=args.minigame_size, minigame=args.minigame,
         seed=args.seed, steps=args.steps, out=args.out, split_seed=args.split_seed, num_envs=args.num_envs,
@@ -65,7 +67,7 @@ def _cmd_attack(args: argparse.Namespace) -> int:
         progress=not args.no_progress, report_rounding=True, player_timeout=limits["timeout_s"],
         player_startup_timeout=limits["startup_timeout_s"],
         max_player_failures=limits["max_failures"], max_error_rate=args.max_error_rate,
-        check_visibility=False if args.no_visibility else None, adversary=args.adversary,
+        check_visibility=False if args.no_visibility else None, adversary=args.adversary, **player_input,
     )
     result = run_attack(options)
     if result["player_errors"]:
@@ -127,5 +129,6 @@ def add_attack_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="do not require every object to stay visible (checked by default for players that see images)")
     p.add_argument("--adversary", choices=list(ADVERSARY_INPUTS), default=defaults.adversary,
                    help="what the adversary sees: the scene graph (state) or the original image (pixel)")
+    add_input_options(p)
     add_limit_options(p)
     p.set_defaults(handler=_cmd_attack)

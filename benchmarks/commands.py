@@ -23,7 +23,7 @@ from clevr_game.cli_types import (
 )
 from clevr_game.errors import InputError
 from players.guard import add_limit_options, limits_from_args
-from players.registry import PLAYER_SPEC_HELP
+from players.registry import PLAYER_SPEC_HELP, add_input_options, input_from_args
 
 MAX_SEEDS = 1_000
 """Seeds per mini-game (the paper's full Table 2 runs 30)."""
@@ -42,10 +42,14 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     from benchmarks.report import build_report
     from benchmarks.runner import run_plan
     from clevr_game.run_files import TRIALS_FILE
+    from players.registry import check_input_for_some
 
     preset = PRESETS[args.preset]
     _check_benchmark_memory(args, preset)
     limits = limits_from_args(args)
+    player_input = input_from_args(args)
+    # The input options are for the external players of the list; the others declare their own input.
+    check_input_for_some(player_specs(args) or preset.all_players(), player_input)
     out = Path(args.out)
     plan = preset_plan(
         preset, out,
@@ -60,6 +64,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         max_player_failures=limits["max_failures"],
         max_error_rate=args.max_error_rate,
         check_visibility=False if args.no_visibility else preset.check_visibility,
+        **player_input,
     )
     write_run_info(out, run_info(getattr(args, "argv", []), {k: v for k, v in vars(args).items()
                                                               if k not in ("handler", "argv")}))
@@ -156,6 +161,7 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--adversaries", default=None,
                    help="comma-separated adversary inputs: state (the scene graph), pixel (the original image) "
                         "(default: the preset's: state; state,pixel for table2)")
+    add_input_options(p)
     add_limit_options(p)
     _add_gallery_option(p)
     p.set_defaults(handler=_cmd_benchmark)

@@ -26,6 +26,7 @@ from typing import Any
 from clevr_game.run_files import MANIPULATIONS_FILE, RUN_OPTIONS_FILE
 from clevr_game.scene import read_json
 from players.guard import DEFAULT_MAX_ERROR_RATE, DEFAULT_MAX_FAILURES
+from players.registry import INPUT_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,12 @@ class Plan:
     adversaries: tuple[str, ...] = ("state",)
     per_size: tuple[SizeBudget, ...] = ()
     """Budgets of some sizes; the others use `minigames`, `seeds` and `steps`."""
+    needs: str | None = None
+    """What the external players (subprocess, http) are sent, as --needs gives it; None: their default.
+    This and the three below apply to the external players only (players.registry.input_for)."""
+    image_size: str | None = None
+    render_preset: str | None = None
+    send_image: str | None = None
 
     def manifest(self, size: int) -> Path:
         return Path(self.out) / "minigames" / f"size_{size}.json"
@@ -74,11 +81,13 @@ class Plan:
                     SizeBudget(size, self.minigames, self.seeds, self.steps))
 
     def trials(self) -> list[dict[str, Any]]:
-        from players.registry import weights_digest
+        from players.registry import input_for, weights_digest
 
         digests = {player: weights_digest(player) for player in self.players}
+        given = {name: getattr(self, name) for name in INPUT_OPTIONS if getattr(self, name) is not None}
         trials = []
         for player in self.players:
+            player_input = input_for(player, given)
             for adversary in self.adversaries:
                 # The state adversary's ids are as they were before pixel adversaries existed.
                 seen_as = "" if adversary == "state" else f"__{adversary}"
@@ -101,6 +110,7 @@ class Plan:
                                 "max_player_failures": self.max_player_failures,
                                 "max_error_rate": self.max_error_rate,
                                 "check_visibility": self.check_visibility,
+                                **{name: player_input.get(name) for name in INPUT_OPTIONS},
                                 # The search baseline is deterministic per mini-game: run it once, with the
                                 # first seed of the first adversary.
                                 "search_budget": ((self.search_budget if budget.search_budget is None
@@ -174,8 +184,15 @@ RECORD_KEYS = ("trial", "player", "player_weights", "adversary", "size", "miniga
 
 
 def same_trial(record: dict[str, Any], trial: dict[str, Any]) -> bool:
-    # Records from before pixel adversaries existed were all of the state adversary.
-    return all(record.get(k, "state" if k == "adversary" else None) == trial[k] for k in RECORD_KEYS if k != "run")
+    # Records from before pixel adversaries existed were all of the state adversary. A record holds the
+    # input options its external player was given: the same player sent other input is another opponent.
+    return (all(record.get(k, "state" if k == "adversary" else None) == trial[k] for k in RECORD_KEYS if k != "run")
+            and all(record.get(k) == trial.get(k) for k in INPUT_OPTIONS))
+
+
+def trial_input(trial: dict[str, Any]) -> dict[str, str]:
+    """The input options of a trial's player that were given, as `load_guarded` and `AttackOptions` take them."""
+    return {k: trial[k] for k in INPUT_OPTIONS if trial.get(k) is not None}
 
 
 _UNKNOWN = object()
@@ -211,7 +228,7 @@ def run_trial(trial: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(1)  # trials run side by side, one core each
     started = time.time()
-    record = {k: trial[k] for k in RECORD_KEYS}
+    record = {k: trial[k] for k in RECORD_KEYS} | trial_input(trial)
     try:
         clear_stale_run(trial)
         record.update(_attack(trial))
@@ -239,7 +256,7 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         max_player_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
         max_error_rate=trial.get("max_error_rate", DEFAULT_MAX_ERROR_RATE),
         check_visibility=trial.get("check_visibility"), adversary=trial.get("adversary", "state"),
-        random_valid=trial.get("random_valid", True),
+        random_valid=trial.get("random_valid", True), **trial_input(trial),
     ))
     record = {
         "player_queries": result["player_queries"], "player_errors": result["player_errors"],
@@ -332,7 +349,8 @@ def _search(trial: dict[str, Any]) -> dict[str, float]:
     pool = ItemPool([items[i] for i in chosen])
     with load_guarded(trial["player"], timeout_s=trial.get("player_timeout"),
                       startup_timeout_s=trial.get("player_startup_timeout"),
-                      max_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES)) as player:
+                      max_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
+                      player_input=trial_input(trial)) as player:
         game = Game(pool, player, check_visibility=trial.get("check_visibility"))
         search = SearchAdversary(game, budget=trial["search_budget"], strategy="greedy", seed=trial["seed"])
         try:

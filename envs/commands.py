@@ -18,20 +18,22 @@ from clevr_game.cli_types import (
 )
 from clevr_game.errors import RunFailed
 from players.guard import add_limit_options, limits_from_args
-from players.registry import PLAYER_SPEC_HELP
+from players.registry import PLAYER_SPEC_HELP, add_input_options, input_from_args
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
     from envs.items import ItemPool, load_items
     from envs.play import play_moves, summarise
     from players.guard import PlayerGaveUp
-    from players.registry import check_spec, load_guarded
+    from players.registry import check_input, check_spec, load_guarded
 
     check_memory(args.episodes * MOVE_BYTES, f"play: --episodes {args.episodes}")
     limits = limits_from_args(args)
+    player_input = input_from_args(args)
     check_spec(args.player)
+    check_input(args.player, player_input)
     pool = ItemPool(load_items(args.items))
-    with load_guarded(args.player, **limits) as player:
+    with load_guarded(args.player, **limits, player_input=player_input) as player:
         try:
             outcomes = play_moves(pool, player, args.episodes, moves=args.moves, seed=args.seed,
                                   batch=args.batch, mode=args.mode)
@@ -68,5 +70,6 @@ def add_game_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int_in(1, MAX_ANSWER_BATCH), default=64,
                    help="moves played at once (the player is asked once per batch)")
     p.add_argument("--seed", type=random_seed, default=0, help="seed of the random moves")
+    add_input_options(p)
     add_limit_options(p)
     p.set_defaults(handler=_cmd_play)

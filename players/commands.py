@@ -29,7 +29,7 @@ from clevr_game.cli_types import (
 )
 from clevr_game.errors import InputError, RunFailed
 from players.guard import add_limit_options, limits_from_args
-from players.registry import PLAYER_SPEC_HELP
+from players.registry import PLAYER_SPEC_HELP, add_input_options, input_from_args
 from players.tunables import TUNABLES as TUNABLES  # re-exported: the tests read it here
 from players.tunables import given_tunables
 
@@ -98,7 +98,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     limits = limits_from_args(args)
-    with load_guarded(args.player, **limits, **kwargs) as player:
+    player_input = input_from_args(args)
+    with load_guarded(args.player, **limits, player_input=player_input, **kwargs) as player:
         try:
             if NEED_IMAGE in player.needs:  # a pixel player: queries carry rendered images
                 from players.pixel.evaluation import evaluate_image_player
@@ -185,5 +186,6 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--render-workers", type=int_in(1, MAX_BLENDER_WORKERS), default=2,
                    help="pixel players: Blender workers for missing images")
+    add_input_options(p)
     add_limit_options(p)
     p.set_defaults(handler=_cmd_eval)

@@ -15,6 +15,7 @@ carries the body and the caller's `headers`, which must not reach another server
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import socket
@@ -25,12 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 from clevr_game.scene import MAX_JSON_DEPTH, nested_deeper_than
 from players.protocol import (
+    IMAGE_INLINE_FIELD,
+    IMAGE_PATH_FIELD,
+    NEED_IMAGE,
     NEED_SCENE,
     Answer,
+    ImageSpec,
     Player,
     Query,
     answer_from_wire,
     check_needs,
+    image_spec_for,
     one_line,
     query_to_wire,
     shown,
@@ -42,10 +48,25 @@ if TYPE_CHECKING:
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """A longer response body fails its request: answers to one batch are far smaller."""
 
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+"""A batch whose request body would be longer goes in several requests; one query longer than this fails
+alone. Images sent inline make the bulk (a 128 x 96 render is under 20 kB of base64), so one request
+holds thousands of small ones and the server never reads an unbounded body."""
+
+SEND_IMAGE_MODES = ("path", "inline")
+"""How an image reaches the server: its path on this machine, or the PNG itself in the query."""
+
 MAX_SAME_ORIGIN_REDIRECTS = 5
 
 _FOLLOWED_REDIRECTS = (307, 308)  # the only codes that keep method and body
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_BODY_START, _BODY_END = b'{"queries":[', b"]}"
+_BODY_FRAME = len(_BODY_START) + len(_BODY_END)
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class _QueryRefused(Exception):
+    """A query that cannot be put on the wire (its image unreadable, or too long); the message is one line."""
 
 
 class _RequestFailed(Exception):
@@ -129,6 +150,11 @@ class HttpPlayer(Player):
     another host. Environment proxies and .netrc are not used. A response must come
     uncompressed (the request asks for `identity`): a body in any other content
     encoding fails its request unread, so a few kilobytes cannot unpack to gigabytes.
+
+    A player that needs images gets them at `image_spec` (None: the `fast` preset at
+    its own size); `send_image` is `path` (the PNG's path on this machine) or `inline`
+    (the PNG base64-encoded in the query, for a server on another machine). A batch
+    is split so that no request body exceeds MAX_REQUEST_BYTES.
     """
 
     def __init__(
@@ -136,6 +162,8 @@ class HttpPlayer(Player):
         url: str,
         *,
         needs: Sequence[str] | frozenset[str] = frozenset({NEED_SCENE}),
+        image_spec: ImageSpec | None = None,
+        send_image: str = "path",
         name: str | None = None,
         timeout_s: float = 30.0,
         startup_timeout_s: float | None = None,
@@ -151,6 +179,12 @@ class HttpPlayer(Player):
                              "in [0, the same] and max_batch_size >= 1")
         self.url = url
         self.needs = check_needs(needs)
+        self.image_spec = image_spec_for(self.needs, image_spec)
+        if send_image not in SEND_IMAGE_MODES:
+            raise ValueError(f"http player: send_image must be one of {', '.join(SEND_IMAGE_MODES)}, got {send_image!r}")
+        if send_image == "inline" and NEED_IMAGE not in self.needs:
+            raise ValueError(f"http player: send_image 'inline' is for a player that needs {NEED_IMAGE!r}")
+        self.send_image = send_image
         self.name = name or url
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
@@ -162,21 +196,47 @@ class HttpPlayer(Player):
         self._client_lock = threading.Lock()
 
     def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
-        size = self.max_batch_size or max(len(queries), 1)
-        answers: list[Answer] = []
-        for start in range(0, len(queries), size):
-            answers.extend(self._answer_request(queries[start : start + size]))
-        return answers
+        most = self.max_batch_size or max(len(queries), 1)
+        answers: dict[int, Answer] = {}
+        request: list[tuple[int, bytes]] = []  # (index in `queries`, the query's JSON)
+        size = _BODY_FRAME  # of the request body so far
+        for index, query in enumerate(queries):
+            try:
+                part = self._encoded(query)
+            except _QueryRefused as exc:
+                answers[index] = Answer.failed(query.item_id, f"{self.name}: query {query.item_id!r}: {exc}")
+                continue
+            if request and (len(request) == most or size + 1 + len(part) > MAX_REQUEST_BYTES):
+                answers.update(self._answer_request(queries, request))
+                request, size = [], _BODY_FRAME
+            size += len(part) + (1 if request else 0)  # a comma before every query but the first
+            request.append((index, part))
+        if request:
+            answers.update(self._answer_request(queries, request))
+        return [answers[index] for index in range(len(queries))]
 
-    def _answer_request(self, queries: Sequence[Query]) -> list[Answer]:
+    def _encoded(self, query: Query) -> bytes:
+        """The query's JSON, its image inlined when asked; _QueryRefused when that cannot be sent."""
+        wire = query_to_wire(query, self.needs)
+        if self.send_image == "inline" and IMAGE_PATH_FIELD in wire:
+            wire[IMAGE_INLINE_FIELD] = _png_base64(wire.pop(IMAGE_PATH_FIELD))
+        part = json.dumps(wire, separators=(",", ":")).encode("utf-8")
+        if _BODY_FRAME + len(part) > MAX_REQUEST_BYTES:  # not even a request of its own could carry it
+            raise _QueryRefused(f"the query is {len(part)} bytes of JSON, more than a request may hold "
+                                f"({MAX_REQUEST_BYTES} bytes)")
+        return part
+
+    def _answer_request(self, queries: Sequence[Query], request: list[tuple[int, bytes]]) -> dict[int, Answer]:
+        asked = [(index, queries[index]) for index, _ in request]
         try:
-            raw_answers = self._post([query_to_wire(q, self.needs) for q in queries], len(queries))
+            raw_answers = self._post([part for _, part in request], len(request))
         except _RequestFailed as exc:
-            return [Answer.failed(q.item_id, f"{self.name}: query {q.item_id!r}: {exc}") for q in queries]
-        return [answer_from_wire(q, raw, self.name) for q, raw in zip(queries, raw_answers, strict=True)]
+            return {index: Answer.failed(q.item_id, f"{self.name}: query {q.item_id!r}: {exc}") for index, q in asked}
+        return {index: answer_from_wire(q, raw, self.name)
+                for (index, q), raw in zip(asked, raw_answers, strict=True)}
 
-    def _post(self, wire_queries: list[dict[str, Any]], expected: int) -> list[Any]:
-        body = json.dumps({"queries": wire_queries}, separators=(",", ":")).encode("utf-8")
+    def _post(self, parts: list[bytes], expected: int) -> list[Any]:
+        body = _BODY_START + b",".join(parts) + _BODY_END
         payload = self._fetch(body)
         try:
             data = json.loads(payload.decode("utf-8"))
@@ -253,6 +313,22 @@ class HttpPlayer(Player):
                 response.close()
             url = target
         raise _RequestFailed(f"POST redirected more than {MAX_SAME_ORIGIN_REDIRECTS} times")
+
+
+def _png_base64(path: str) -> str:
+    """The PNG at `path`, base64-encoded; _QueryRefused for a file that is unreadable, too long or no PNG."""
+    try:
+        with open(path, "rb") as handle:
+            # Base64 makes 4 bytes of 3: read no more than a request could carry.
+            data = handle.read(MAX_REQUEST_BYTES * 3 // 4 + 1)
+    except OSError as exc:
+        raise _QueryRefused(f"cannot read the image {shown(path)} to send inline: {exc.strerror or exc}") from None
+    if len(data) > MAX_REQUEST_BYTES * 3 // 4:
+        raise _QueryRefused(f"the image {shown(path)} is too long to send inline (a request holds at most "
+                            f"{MAX_REQUEST_BYTES} bytes)")
+    if not data.startswith(_PNG_SIGNATURE):
+        raise _QueryRefused(f"the image {shown(path)} is not a PNG")
+    return base64.b64encode(data).decode("ascii")
 
 
 def _checked_body(response: httpx.Response, deadline: _Deadline) -> bytes:

@@ -37,6 +37,11 @@ NEED_IMAGE = "image"
 NEED_PROGRAM = "program"
 KNOWN_NEEDS: frozenset[str] = frozenset({NEED_SCENE, NEED_IMAGE, NEED_PROGRAM})
 
+IMAGE_PATH_FIELD = "image"
+"""The query field holding the path of the rendered PNG (the default way to send an image)."""
+IMAGE_INLINE_FIELD = "image_png_base64"
+"""The query field holding the PNG itself, base64-encoded: an HTTP player sent images inline reads this one."""
+
 
 class AnswerError(ValueError):
     """An answer that is not a value of the answer vocabulary; the message is one line."""
@@ -179,6 +184,16 @@ def check_needs(needs: Sequence[str] | frozenset[str]) -> frozenset[str]:
     return result
 
 
+def image_spec_for(needs: frozenset[str], spec: ImageSpec | None) -> ImageSpec | None:
+    """The checked image spec of an external player with `needs`; ValueError for a spec without need `image`."""
+    if spec is None:
+        return None
+    if NEED_IMAGE not in needs:
+        raise ValueError(f"an image spec ({spec.label}) is for a player that needs {NEED_IMAGE!r}, "
+                         f"not one that needs {sorted(needs)}")
+    return spec.checked()
+
+
 def _answer_value(raw: Any) -> str:
     # Numbers may come as JSON integers; booleans are not integers here (True is no count).
     if isinstance(raw, bool) or not isinstance(raw, (str, int)):
@@ -232,7 +247,7 @@ def query_to_wire(query: Query, needs: frozenset[str]) -> dict[str, Any]:
     if NEED_SCENE in needs and query.scene is not None:
         wire["scene"] = query.scene.to_json()
     if NEED_IMAGE in needs and query.image_path is not None:
-        wire["image"] = str(query.image_path)
+        wire[IMAGE_PATH_FIELD] = str(query.image_path)
     if NEED_PROGRAM in needs and query.program is not None:
         wire["program"] = program_to_json(query.program)
     if query.environment is not None:

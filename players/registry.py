@@ -6,19 +6,28 @@ factory receives the keyword arguments given to `load`.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from clevr_game.cli_types import image_size
 from clevr_game.errors import InputError
 from players.guard import DEFAULT_FAILURE_WINDOW, DEFAULT_MAX_FAILURES, PlayerGuard
-from players.http_player import HttpPlayer
+from players.http_player import SEND_IMAGE_MODES, HttpPlayer
 from players.oracle import OraclePlayer
-from players.protocol import Player
+from players.protocol import (
+    IMAGE_INLINE_FIELD,
+    KNOWN_NEEDS,
+    NEED_IMAGE,
+    NEED_SCENE,
+    ImageSpec,
+    Player,
+)
 from players.subprocess_player import SubprocessPlayer
 
 PlayerFactory = Callable[..., Player]
@@ -130,20 +139,148 @@ def load_guarded(
     startup_timeout_s: float | None = None,
     max_failures: int | None = DEFAULT_MAX_FAILURES,
     window: int = DEFAULT_FAILURE_WINDOW,
+    player_input: Mapping[str, str] | None = None,
     **kwargs: Any,
 ) -> PlayerGuard:
     """`load`, with failures counted and a limit on them (see players.guard).
 
     `timeout_s` bounds each answer of an external player (subprocess or http),
     `startup_timeout_s` its first answer (None: the player's own default);
-    in-process players take no time-out.
+    in-process players take no time-out. `player_input` holds the values of the
+    input options given on the command line (`input_from_args`): what a model the
+    user brings is sent; InputError for a player they do not apply to.
     """
     if is_external(name_or_spec):
         if timeout_s is not None:
             kwargs["timeout_s"] = timeout_s
         if startup_timeout_s is not None:
             kwargs["startup_timeout_s"] = startup_timeout_s
+    if player_input:
+        check_input(name_or_spec, player_input)
+        kwargs.update(input_kwargs(name_or_spec, player_input))
     return PlayerGuard(load(name_or_spec, **kwargs), max_failures=max_failures, window=window)
+
+
+# ---------------------------------------------------------------- what a model the user brings is sent
+
+INPUT_OPTIONS = ("needs", "image_size", "render_preset", "send_image")
+"""The options saying what an external player is sent (--needs, --image-size, --render-preset, --send-image):
+it cannot announce its needs as a Python player does. Their values travel as strings, so a benchmark
+trial and an attack's options.json hold them as given."""
+DEFAULT_RENDER_PRESET = "fast"
+
+
+def is_brought(spec: str) -> bool:
+    """True for a model the user brings (`subprocess:COMMAND`, an http(s) URL): the input options are for it."""
+    spec = spec.strip()
+    return spec.startswith(SUBPROCESS_PREFIX) or spec.startswith(HTTP_PREFIXES)
+
+
+def _needs_list(text: str) -> str:
+    needs = [part.strip() for part in text.split(",")]
+    unknown = [need for need in needs if need not in KNOWN_NEEDS]
+    if unknown or not needs:
+        raise argparse.ArgumentTypeError(
+            f"must be a comma-separated list of {', '.join(sorted(KNOWN_NEEDS))}, got {text!r}")
+    return ",".join(sorted(set(needs)))
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    """--needs, --image-size, --render-preset, --send-image: what an external player is sent."""
+    from clevr_game.render.presets import PRESETS
+
+    default = PRESETS[DEFAULT_RENDER_PRESET]
+    brought = f"external players ({SUBPROCESS_PREFIX}COMMAND, http(s)://) only"
+    p.add_argument("--needs", type=_needs_list, default=None, metavar="LIST",
+                   help=f"{brought}: what each query carries, comma-separated of "
+                        f"{', '.join(sorted(KNOWN_NEEDS))} (default {NEED_SCENE}; docs/players.md)")
+    p.add_argument("--image-size", type=image_size, default=None, metavar="WxH",
+                   help=f"with --needs {NEED_IMAGE}: the image size the model was trained on "
+                        f"(default: the render preset's, {default.width}x{default.height} for {default.name})")
+    p.add_argument("--render-preset", choices=list(PRESETS), default=None,
+                   help=f"with --needs {NEED_IMAGE}: the Blender render preset the model was trained on "
+                        f"(default {DEFAULT_RENDER_PRESET})")
+    p.add_argument("--send-image", choices=list(SEND_IMAGE_MODES), default=None,
+                   help=f"with --needs {NEED_IMAGE}, http(s) players only: path (the PNG's path on this machine; "
+                        f"the default) or inline (the PNG base64-encoded in the query's {IMAGE_INLINE_FIELD}, "
+                        "for a model on another machine)")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def input_from_args(args: argparse.Namespace) -> dict[str, str]:
+    """The input options given (none given: {}), checked against each other; InputError in one line."""
+    given = {name: getattr(args, name) for name in INPUT_OPTIONS if getattr(args, name, None) is not None}
+    needs = given.get("needs", NEED_SCENE).split(",")
+    for name in ("image_size", "render_preset", "send_image"):
+        if name in given and NEED_IMAGE not in needs:
+            raise InputError(f"{_flag(name)}: only for a player that is sent images (--needs {NEED_IMAGE}); "
+                             f"--needs is {','.join(needs)}")
+    if "image_size" in given:
+        width, height = (int(side) for side in given["image_size"].lower().split("x"))
+        given["image_size"] = f"{width}x{height}"
+        try:  # a portrait size fails now, not when the first image renders
+            _image_spec(given)
+        except InputError as exc:
+            raise InputError(f"--image-size {given['image_size']}: {exc}") from None
+    return given
+
+
+def check_input(spec: str, given: Mapping[str, str]) -> None:
+    """InputError (one line, naming the option) when input options are given for a player they do not apply to."""
+    if not given:
+        return
+    if not is_brought(spec):
+        raise InputError(f"{_flag(next(iter(given)))}: only for an external player ({SUBPROCESS_PREFIX}COMMAND or "
+                         f"an http(s):// URL); {spec.strip()!r} declares what it needs itself")
+    if given.get("send_image") == "inline" and not spec.strip().startswith(HTTP_PREFIXES):
+        raise InputError(f"--send-image inline: only for an http(s):// player (a {SUBPROCESS_PREFIX} player "
+                         f"runs here and reads the image's path), not {spec.strip()!r}")
+
+
+def check_input_for_some(specs: Sequence[str], given: Mapping[str, str]) -> None:
+    """For a list of players (a benchmark): the options apply to its external players, so at least one
+    must be one (an http(s) one for --send-image inline); InputError in one line otherwise."""
+    if not given:
+        return
+    brought = [spec for spec in specs if is_brought(spec)]
+    if not brought:
+        raise InputError(f"{_flag(next(iter(given)))}: only for external players ({SUBPROCESS_PREFIX}COMMAND or "
+                         "an http(s):// URL), and none of the players is one")
+    if given.get("send_image") == "inline" and not any(spec.strip().startswith(HTTP_PREFIXES) for spec in brought):
+        raise InputError("--send-image inline: only for http(s):// players, and none of the players is one")
+
+
+def input_for(spec: str, given: Mapping[str, str]) -> dict[str, str]:
+    """The part of the input options `given` for a list of players that applies to the player `spec`."""
+    if not is_brought(spec):
+        return {}
+    if spec.strip().startswith(HTTP_PREFIXES):
+        return dict(given)
+    return {name: value for name, value in given.items() if name != "send_image"}
+
+
+def input_kwargs(spec: str, given: Mapping[str, str]) -> dict[str, Any]:
+    """The player constructor's keyword arguments for checked input options: needs, image_spec, send_image."""
+    needs = frozenset(given.get("needs", NEED_SCENE).split(","))
+    kwargs: dict[str, Any] = {"needs": needs}
+    if NEED_IMAGE in needs:
+        kwargs["image_spec"] = _image_spec(given)
+    if "send_image" in given and spec.strip().startswith(HTTP_PREFIXES):
+        kwargs["send_image"] = given["send_image"]
+    return kwargs
+
+
+def _image_spec(given: Mapping[str, str]) -> ImageSpec:
+    from clevr_game.render.presets import get_preset
+
+    preset = get_preset(given.get("render_preset", DEFAULT_RENDER_PRESET))
+    width, height = preset.width, preset.height
+    if "image_size" in given:
+        width, height = (int(side) for side in given["image_size"].lower().split("x"))
+    return ImageSpec(preset.name, width, height).checked()
 
 
 def _majority_example(**kwargs: Any) -> Player:

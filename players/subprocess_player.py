@@ -38,10 +38,12 @@ from clevr_game.scene import MAX_JSON_DEPTH, nested_deeper_than
 from players.protocol import (
     NEED_SCENE,
     Answer,
+    ImageSpec,
     Player,
     Query,
     answer_from_wire,
     check_needs,
+    image_spec_for,
     one_line,
     query_to_wire,
     shown,
@@ -224,7 +226,8 @@ class _ReadOutcome:
 class SubprocessPlayer(Player):
     """A player run as `command`, one JSON query per stdin line, one JSON answer per stdout line.
 
-    `needs` says what the program is sent (`scene`, `image`, `program`); `timeout_s`
+    `needs` says what the program is sent (`scene`, `image`, `program`); `image_spec`
+    the render preset and size of its images (None: the `fast` preset at its own size); `timeout_s`
     bounds the wait for each answer, `startup_timeout_s` the wait for the first answer
     of a fresh process (never less than `timeout_s`); `max_restarts` is how many times in a row the
     process may be replaced without giving an answer in between, after which every
@@ -236,6 +239,7 @@ class SubprocessPlayer(Player):
         command: Sequence[str],
         *,
         needs: Sequence[str] | frozenset[str] = frozenset({NEED_SCENE}),
+        image_spec: ImageSpec | None = None,
         name: str | None = None,
         timeout_s: float = 10.0,
         startup_timeout_s: float = 30.0,
@@ -253,6 +257,7 @@ class SubprocessPlayer(Player):
             )
         self.command = [str(part) for part in command]
         self.needs = check_needs(needs)
+        self.image_spec = image_spec_for(self.needs, image_spec)
         self.name = name or one_line(f"subprocess:{shlex.join(self.command)}", 80)
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
