@@ -42,6 +42,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         clevr_templates=args.clevr_templates,
         check_visibility=args.check_visibility,
         scenes_file=args.scenes,
+        sampling=args.sampling,
         split=args.split,
         progress=not args.no_progress,
     )
@@ -75,6 +76,13 @@ def add_generate_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-objects", type=int_in(1, MAX_OBJECTS), default=MAX_OBJECTS)
     p.add_argument("--templates", default=None, metavar="own|clevr|both|PATH",
                    help="question templates: the project's own (default), CLEVR 1.0's, both, or a template file or folder")
+    p.add_argument("--sampling", choices=["clevr", "minimal"], default=None,
+                   help="how a template's params are drawn. clevr: as CLEVR's own generator draws them (descriptions "
+                        "name 2 attributes on average, needed or not, some match nothing; relations that add nothing "
+                        "kept at 10%%; templates in a round robin; CLEVR's synonyms), so the questions follow CLEVR's "
+                        "distribution. minimal: descriptions name only the attributes needed to pick out their objects "
+                        "and every filter and relation removes something (shorter programs, larger counts). Default: "
+                        "clevr for --templates clevr and both, minimal for own and a PATH")
     p.add_argument("--clevr-templates", default=None, metavar="DIR",
                    help="a folder of CLEVR 1.0 template files for --templates clevr or both (default: the copy shipped in "
                         "the package, clevr_game/data/clevr_1.0/templates)")

@@ -125,6 +125,7 @@ def generate_dataset(
     clevr_templates: str | os.PathLike[str] | None = None,
     check_visibility: bool = False,
     scenes_file: str | os.PathLike[str] | None = None,
+    sampling: str | None = None,
 ) -> tuple[Path, Path]:
     """Write `out_dir/scenes.json` and `out_dir/questions.json` in CLEVR's format.
 
@@ -134,18 +135,25 @@ def generate_dataset(
     visibility referee does), for pools that will be rendered.
     `scenes_file`: ask the questions about these scenes (a CLEVR scenes file, e.g. the
     real val scenes) instead of generating `num_scenes`; they are written unchanged.
+    `sampling`: how questions are drawn (`QuestionGenerator`): `clevr`, CLEVR's own
+    generator's distribution, or `minimal`, descriptions with only the attributes needed;
+    by default `clevr` for `templates` `clevr` and `both`, `minimal` for the project's own
+    templates and for templates given by path.
     """
     from tqdm import tqdm
 
-    from clevr_game.questions import QuestionGenerator, choose_templates
+    from clevr_game.questions import QuestionGenerator, choose_templates, default_sampling
 
     if num_scenes < 0 or questions_per_scene < 0:
         raise InputError("--num-scenes and --questions-per-scene must be >= 0")
     out = Path(out_dir)
-    chosen = choose_templates(None if templates is None else str(templates), clevr_templates)
+    choice = None if templates is None else str(templates)
+    chosen = choose_templates(choice, clevr_templates)
+    if sampling is None:
+        sampling = default_sampling(choice)
     # Separate streams, so changing the question count leaves the scenes as they were.
     scene_seed, question_seed = np.random.SeedSequence(seed).spawn(2)
-    generator = QuestionGenerator(chosen, seed=int(question_seed.generate_state(1)[0]))
+    generator = QuestionGenerator(chosen, seed=int(question_seed.generate_state(1)[0]), sampling=sampling)
     scenes: list[Scene] = []
     questions: list[dict] = []
     hidden = None

@@ -5,13 +5,17 @@ and attribute strings. `check_instance` judges a complete param assignment
 node by node; the search (search.py) applies the same rules while it chooses
 params, and the tests hold the two against each other.
 
-The rules, on top of CLEVR's (every `unique` sees one object; NULL, NEQ and
-OUT_NEQ constraints; an answer, never INVALID):
+Two rule sets, one per sampling (generator.py). CLEVR's (`clevr`): every `unique`
+sees one object; NULL, NEQ and OUT_NEQ constraints, OUT_NEQ on the two nodes'
+outputs (two counts must differ, not only the sets counted); an answer, never
+INVALID; a raw `relate` is not degenerate (replacing its output by the whole
+scene changes the answer); a `relate_filter` names objects of the scene, and
+one that is not `_count` / `_exist` keeps some of them. `minimal` adds:
 - no redundant filter value: dropping any value of a filter changes its match set;
 - no redundant relation: a `relate_filter` key also matches something the relation rules out;
 - a template `filter_<attr>` node removes something; a plain `filter` sets a value;
 - neither side of a `union` / `intersect` contains the other (one side would add nothing);
-- a raw `relate` is not degenerate: replacing its output by the whole scene changes the answer (CLEVR's check).
+and OUT_NEQ compares the selections (match sets) instead of the outputs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clevr_game.questions.facts import GenerationFacts
-from clevr_game.questions.templates import COMPOSITES, Template
+from clevr_game.questions.templates import COMPOSITES, SET, Template, output_type
 from clevr_game.vocab import ATTRIBUTES, RELATIONS
 
 
@@ -33,6 +37,9 @@ INVALID: Any = _Invalid()
 """The output of a node that fails (e.g. `unique` of a set that is not a singleton)."""
 
 ATTRIBUTE_POSITION = {a: i for i, a in enumerate(ATTRIBUTES)}
+
+SAMPLINGS = ("clevr", "minimal")
+"""How params are drawn, and so which rules a question keeps (see above and generator.py)."""
 
 
 class Rejected(Exception):
@@ -101,19 +108,23 @@ def evaluate(
     values: Mapping[str, str | None],
     strict: bool = True,
     override: Mapping[int, Any] | None = None,
+    sampling: str = "minimal",
 ) -> tuple[list[Any], list[Any]]:
     """(outputs, selections) of every template node under a complete assignment.
 
-    A composite's selection is its match set (OUT_NEQ compares selections, so
+    A composite's selection is its match set (`minimal` OUT_NEQ compares selections, so
     "the number of cubes" and "the number of spheres" differ as sets even when
-    the counts agree). Strict: every rule is checked and Rejected raised;
+    the counts agree). Strict: every rule of `sampling` is checked and Rejected raised;
     otherwise only failures (INVALID outputs) raise.
     """
+    clevr = sampling == "clevr"
+    minimal = strict and not clevr
     table = facts.table
     key_masks = facts.key_masks
     outputs: list[Any] = []
     selections: list[Any] = []
     out_neq = [c.params for c in template.constraints if c.kind == "OUT_NEQ"] if strict else []
+    compared = outputs if clevr else selections
     for i, node in enumerate(template.nodes):
         if override is not None and i in override:
             outputs.append(override[i])
@@ -130,13 +141,23 @@ def evaluate(
                 within = args[0]
             key = table.index[tuple(values[n] for n in names)]
             matched = within & key_masks[key]
-            if strict:
+            if minimal:
                 if function == "filter" and key == 0:
                     raise Rejected(f"node {i}: a plain filter without any value")
                 if any(within & key_masks[d] == matched for d in table.drop_one[key]):
                     raise Rejected(f"node {i}: a redundant filter value")
                 if function.startswith("relate") and key_masks[key] & ~within == 0:
                     raise Rejected(f"node {i}: the relation removes nothing")
+            # CLEVR's generator emits no node for an empty filter and reads the node before it
+            # instead: only the same set answers as the expanded program does.
+            if (clevr and function == "filter" and key == 0 and node.inputs[0] != i - 1
+                    and (output_type(template.nodes[i - 1].function) != SET or outputs[i - 1] != within)):
+                raise Rejected(f"node {i}: an empty filter whose input is not the node before it")
+            if strict and clevr and function.startswith("relate"):
+                if key_masks[key] == 0:
+                    raise Rejected(f"node {i}: the relation's filter describes no object of the scene")
+                if function == "relate_filter" and matched == 0:
+                    raise Rejected(f"node {i}: the relation's filter keeps nothing")
             output = finish_selection(tail_of(function), matched)
             selection = matched
         elif function == "relate":
@@ -144,43 +165,51 @@ def evaluate(
         elif function.startswith("filter_"):
             attribute = function[7:]
             output = selection = args[0] & facts.value_masks[attribute][values[node.value_inputs[0]]]
-            if strict and output == args[0]:
+            if minimal and output == args[0]:
                 raise Rejected(f"node {i}: {function} removes nothing")
         else:
-            output = selection = apply_fixed(function, args, facts, strict)
+            output = selection = apply_fixed(function, args, facts, minimal)
         if output is INVALID:
             raise Rejected(f"node {i}: {function} fails")
-        for a, b in out_neq:
-            if max(a, b) == i and selections[min(a, b)] == selection:
-                raise Rejected(f"OUT_NEQ: nodes {a} and {b} select the same objects")
         outputs.append(output)
         selections.append(selection)
+        for a, b in out_neq:
+            if max(a, b) == i and compared[a] == compared[b]:
+                what = "give the same output" if clevr else "select the same objects"
+                raise Rejected(f"OUT_NEQ: nodes {a} and {b} {what}")
     return outputs, selections
 
 
 def answer_under(
-    template: Template, facts: GenerationFacts, values: Mapping[str, str | None], override: Mapping[int, Any]
+    template: Template, facts: GenerationFacts, values: Mapping[str, str | None], override: Mapping[int, Any],
+    sampling: str = "minimal",
 ) -> str | None:
     """The answer with some node outputs replaced, None when the program then fails."""
     try:
-        outputs, _ = evaluate(template, facts, values, strict=False, override=override)
+        outputs, _ = evaluate(template, facts, values, strict=False, override=override, sampling=sampling)
     except Rejected:
         return None
     return format_answer(outputs[-1])
 
 
 def is_degenerate(
-    template: Template, facts: GenerationFacts, values: Mapping[str, str | None], answer: str
+    template: Template, facts: GenerationFacts, values: Mapping[str, str | None], answer: str,
+    sampling: str = "minimal",
 ) -> bool:
     """CLEVR's check: a raw `relate` whose replacement by the whole scene keeps the answer is not needed."""
     for i, node in enumerate(template.nodes):
-        if node.function == "relate" and answer_under(template, facts, values, {i: facts.all}) == answer:
+        if node.function == "relate" and answer_under(template, facts, values, {i: facts.all}, sampling) == answer:
             return True
     return False
 
 
-def check_instance(template: Template, facts: GenerationFacts, values: Mapping[str, str | None]) -> str:
-    """The answer of a complete assignment; Rejected (with the broken rule) when it is not a valid question."""
+def check_instance(
+    template: Template, facts: GenerationFacts, values: Mapping[str, str | None], sampling: str = "minimal"
+) -> str:
+    """The answer of a complete assignment; Rejected (with the broken rule) when it is not a valid question
+    under the rules of `sampling`."""
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling {sampling!r}: expected one of {', '.join(SAMPLINGS)}")
     for name, kind in template.params.items():
         if name not in values:
             raise Rejected(f"param {name} is missing")
@@ -199,10 +228,10 @@ def check_instance(template: Template, facts: GenerationFacts, values: Mapping[s
             a, b = (values[p] for p in constraint.params)
             if a is not None and a == b:
                 raise Rejected(f"NEQ: {constraint.params[0]} and {constraint.params[1]} are both {a}")
-    outputs, _ = evaluate(template, facts, values)
+    outputs, _ = evaluate(template, facts, values, sampling=sampling)
     answer = format_answer(outputs[-1])
     if answer is None:
         raise Rejected("no answer")
-    if is_degenerate(template, facts, values, answer):
+    if is_degenerate(template, facts, values, answer, sampling):
         raise Rejected("a relate node is degenerate")
     return answer

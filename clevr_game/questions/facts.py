@@ -32,6 +32,10 @@ class KeyTable:
     """Bitset of allowed attribute positions -> keys that set values only there."""
     strides: tuple[int, ...]
     """Key index = sum over attributes of (value position + 1, or 0 for None) x stride."""
+    positions: tuple[int, ...]
+    """For each key, the bitset of the attribute positions it sets."""
+    radices: tuple[int, ...]
+    """Per attribute, its number of values plus one (None)."""
 
 
 @lru_cache(maxsize=8)
@@ -52,7 +56,8 @@ def key_table(vocabulary: Vocabulary) -> KeyTable:
         int(np.prod([len(options[j]) for j in range(i + 1, len(options))], dtype=np.int64))
         for i in range(len(options))
     )
-    return KeyTable(keys, index, drop_one, within, strides)
+    radices = tuple(len(o) for o in options)
+    return KeyTable(keys, index, drop_one, within, strides, tuple(positions), radices)
 
 
 class GenerationFacts:
@@ -105,7 +110,11 @@ class GenerationFacts:
                 low = positions & -positions
                 keys[positions] = keys[positions ^ low] + parts[low.bit_length() - 1]
             self.object_keys.append(list(enumerate(keys)))
+        self.scene_keys: tuple[int, ...] = tuple(sorted({k for keys in self.object_keys for _, k in keys}))
+        """The keys that describe some object of the scene (CLEVR's filter options), in key order."""
         self._options: dict[tuple[int, int, bool, bool], list[tuple[int, int]]] = {}
+        self.memo: dict[tuple, object] = {}
+        """Option sets of CLEVR's sampling (questions/clevr_search.py), kept for the other templates of the scene."""
 
     def filter_options(self, within: int, allowed: int, unique: bool, allow_null: bool) -> list[tuple[int, int]]:
         """(key index, match set) for every key that may filter `within` without a redundant value.

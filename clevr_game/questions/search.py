@@ -24,7 +24,7 @@ from clevr_game.questions.evaluate import (
     tail_of,
 )
 from clevr_game.questions.facts import GenerationFacts
-from clevr_game.questions.templates import COMPOSITES, Template
+from clevr_game.questions.templates import COMPOSITES, SET, Template, output_type
 from clevr_game.vocab import RELATIONS
 
 
@@ -46,6 +46,9 @@ class Step:
     """Earlier nodes whose selection must differ from this node's."""
     neq: tuple[tuple[str, str], ...]
     """Param pairs that must differ, checked once this node has set the later of them."""
+    base: int
+    """The node whose output CLEVR's generator matches a filter's options against: the node
+    before when it gives a set (CLEVR reads the last node's output), else the input."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +96,12 @@ def make_plan(template: Template) -> Plan:
         out_neq = tuple(
             min(c.params) for c in template.constraints if c.kind == "OUT_NEQ" and max(c.params) == i
         )
+        base = node.inputs[0] if node.inputs else i
+        if kind == "filter" and output_type(template.nodes[i - 1].function) == SET:
+            base = i - 1
         steps.append(
             Step(function, node.inputs, kind, tuple(names), relation_name, tail_of(function), allowed,
-                 out_neq, tuple(neq_at.get(i, ())))
+                 out_neq, tuple(neq_at.get(i, ())), base)
         )
     last_choice = max((i for i, s in enumerate(steps) if s.kind != "fixed"), default=-1)
     has_raw_relate = any(s.kind == "relate" for s in steps)

@@ -68,6 +68,11 @@ def _signature(function: str) -> tuple[tuple[str, ...], str]:
     raise ValueError(f"no signature for {function!r}")
 
 
+def output_type(function: str) -> str:
+    """What a template or primitive function gives: SET, OBJECT, INTEGER, BOOL or an attribute name."""
+    return _signature(function)[1]
+
+
 def _side_input_types(function: str) -> tuple[str, ...]:
     """The param types a node's side inputs must have, in order."""
     attributes = tuple(a.capitalize() for a in ATTRIBUTES)
@@ -260,6 +265,12 @@ def default_templates() -> list[Template]:
 
 TEMPLATE_SETS = ("own", "clevr", "both")
 """`own`: the project's templates; `clevr`: CLEVR 1.0's (shipped, or a user's copy by path); `both`."""
+
+
+def default_sampling(choice: str | None) -> str:
+    """The sampling a template set gets unless told: CLEVR's distribution for CLEVR's templates
+    (`clevr`, `both`), `minimal` for the project's own and for templates given by path."""
+    return "clevr" if choice in ("clevr", "both") else "minimal"
 
 
 def choose_templates(choice: str | None, clevr_dir: str | Path | None = None) -> list[Template]:

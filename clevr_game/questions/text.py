@@ -86,3 +86,24 @@ def realise(
     if drop_other:
         text = f" {text} ".replace(" other ", " ").replace(" another ", " a ")
     return tidy(text)
+
+
+OTHER_PARAMS = ("<Z>", "<C>", "<M>", "<S>", "<Z2>", "<C2>", "<M2>", "<S2>")
+"""The params of the templates CLEVR's `other_heuristic` applies to, in (first, second) pairs by attribute."""
+
+
+def clevr_drops_other(params: Mapping[str, str], values: Mapping[str, str | None]) -> bool:
+    """CLEVR's `other_heuristic`: "other" goes when the two descriptions name different values of an attribute.
+
+    It applies to templates whose params are exactly the two descriptions `<Z> <C> <M> <S>`
+    and `<Z2> <C2> <M2> <S2>`; an empty shape reads `thing`, so `thing` against `cube` differs.
+    Under Python 3, the interpreter of the released data, CLEVR's set comparison of the
+    param names holds (under Python 2 it never would).
+    """
+    if set(params) != set(OTHER_PARAMS):
+        return False
+    words = {name: values.get(name) or ("thing" if params[name] == "shape" else "") for name in OTHER_PARAMS}
+    return any(
+        words[first] and words[second] and words[first] != words[second]
+        for first, second in zip(OTHER_PARAMS[:4], OTHER_PARAMS[4:], strict=True)
+    )
