@@ -1,8 +1,17 @@
-"""Statistics of the benchmark table: means over mini-games and seeds, maxima, bootstrap CIs, t-tests."""
+"""Statistics of the benchmark: the table's means, maxima, bootstrap CIs and t-tests; the report's tests.
+
+The tests the report's questions make (benchmarks.table2 applies them): the
+Wilcoxon signed-rank test, exact or by permutation; the exact permutation
+Jonckheere-Terpstra test; Spearman's rank correlation, exact for few players;
+Kruskal-Wallis; and Holm's adjustment over all of them.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,3 +155,224 @@ def breakdown(items: list[dict], key: str) -> list[dict]:
             "drop": {"mean": float(np.mean(dropped)), "ci95": list(bootstrap_ci(dropped))},
         })
     return rows
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of p-values, each capped at 1.
+
+    It keeps the chance of any false "significant" among all the tests at the
+    level, whatever their dependence (the report's tests share trials), and is
+    uniformly more powerful than Bonferroni's. scipy has only Benjamini-Hochberg
+    (`false_discovery_control`), which bounds a different error.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    order = np.argsort(p, kind="stable")
+    # The k-th smallest p is multiplied by the m - k + 1 tests not yet rejected; the running maximum keeps
+    # the adjusted values in the order of the raw ones (a step-down procedure stops at its first failure).
+    stepped = np.minimum(1.0, np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order]))
+    adjusted = np.empty_like(p)
+    adjusted[order] = stepped
+    return adjusted.tolist()
+
+
+# ------------------------------------------------------------------ the tests of the report's questions
+
+
+SIGNIFICANCE = 0.05
+"""The level the report judges Holm-adjusted p-values by."""
+
+EXACT_MAX = 1_000_000
+"""Up to this many permutations (sign flips, assignments to sizes) a permutation p is exact, enumerated."""
+
+MONTE_CARLO_DRAWS = 100_000
+MONTE_CARLO_SEED = 0
+"""Above EXACT_MAX, the permutation p of this many seeded random draws (the same p on every rebuild)."""
+
+
+@dataclass(frozen=True)
+class Test:
+    """One test's outcome; `statistic` and `p_value` are None when there was nothing to test."""
+
+    name: str
+    statistic: float | None
+    p_value: float | None
+    n: int
+    note: str = ""
+    method: str = ""
+    """How p was computed (exact, permutation, approximation), and why that way."""
+
+    def to_json(self) -> dict:
+        return {"test": self.name, "statistic": _finite(self.statistic), "p_value": _finite(self.p_value),
+                "n": self.n, "note": self.note, "method": self.method}
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _exact_ties(values: np.ndarray) -> np.ndarray:
+    """Values rounded to 12 decimals: means of equal drops taken in another order must tie, not differ by 1e-17."""
+    return np.round(np.asarray(values, dtype=np.float64), 12)
+
+
+def wilcoxon_paired(first: list[float], second: list[float], name: str = "Wilcoxon signed-rank") -> Test:
+    """The two-sided Wilcoxon signed-rank test of paired values (zero differences dropped, as Wilcoxon did).
+
+    Without ties among the nonzero |differences| scipy's exact null distribution;
+    with ties the exact one does not exist in closed form, so p is scipy's
+    permutation test over every sign flip (2^n of them, up to EXACT_MAX), else
+    over MONTE_CARLO_DRAWS seeded random flips. n/a when every difference is zero.
+    """
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    differences = _exact_ties(a - b)
+    nonzero = differences[differences != 0]
+    if not len(nonzero):
+        return Test(name, None, None, len(a), "n/a: every paired difference is zero")
+    note = f"{len(nonzero)} of {len(a)} pairs differ"
+    if len(np.unique(np.abs(nonzero))) == len(nonzero):
+        result = scipy_stats.wilcoxon(nonzero, method="exact")
+        method = "exact"
+    elif 2 ** len(nonzero) <= EXACT_MAX:
+        result = scipy_stats.wilcoxon(nonzero, method=scipy_stats.PermutationMethod(n_resamples=math.inf))
+        method = f"exact permutation over all {2 ** len(nonzero):,} sign flips (tied differences)"
+    else:
+        result = scipy_stats.wilcoxon(nonzero, method=scipy_stats.PermutationMethod(
+            n_resamples=MONTE_CARLO_DRAWS, rng=np.random.default_rng(MONTE_CARLO_SEED)))
+        method = (f"Monte Carlo permutation, {MONTE_CARLO_DRAWS:,} seeded sign flips (tied differences, "
+                  f"2^{len(nonzero)} flips too many to enumerate)")
+    return Test(name, float(result.statistic), float(result.pvalue), len(a), note, method)
+
+
+def _pair_scores(values: np.ndarray) -> np.ndarray:
+    """scores[a, b]: what the pair (a in an earlier group, b in a later one) adds to J: 1, 1/2 when tied, else 0."""
+    return (values[None, :] > values[:, None]) + 0.5 * (values[None, :] == values[:, None])
+
+
+def _j_statistics(labels: np.ndarray, scores: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """J for every row of `labels` (the group of each value); halves and ones add up exactly in floats."""
+    out = np.empty(len(labels), dtype=np.float64)
+    for start in range(0, len(labels), chunk):
+        rows = labels[start:start + chunk]
+        out[start:start + chunk] = ((rows[:, :, None] < rows[:, None, :]) * scores).sum(axis=(1, 2))
+    return out
+
+
+def _assignments(sizes: list[int]) -> np.ndarray:
+    """Every distinct assignment of len = sum(sizes) positions to groups of these sizes, one row each."""
+    rows: list[list[int]] = []
+
+    def place(group: int, free: tuple[int, ...], labels: list[int]) -> None:
+        if group == len(sizes) - 1:
+            for i in free:
+                labels[i] = group
+            rows.append(list(labels))
+            return
+        for chosen in itertools.combinations(free, sizes[group]):
+            for i in chosen:
+                labels[i] = group
+            place(group + 1, tuple(i for i in free if i not in chosen), labels)
+
+    place(0, tuple(range(sum(sizes))), [0] * sum(sizes))
+    return np.array(rows, dtype=np.int16)
+
+
+def jonckheere_terpstra(groups: list[list[float]]) -> Test:
+    """The Jonckheere-Terpstra test for a trend across ordered groups, by permutation; two-sided.
+
+    J counts, over every pair of groups i < j and every pair of values (x from i,
+    y from j), 1 when y > x and 1/2 when y == x. Its null distribution is that of
+    J over the assignments of the pooled values to groups of the same sizes; with
+    few groups' worth of values the normal approximation is far off (3 / 2 / 1
+    values in perfect order: 2 of the 60 assignments are as extreme, p = 0.033,
+    where z gives 0.024). Exact up to EXACT_MAX assignments, else
+    MONTE_CARLO_DRAWS seeded draws ((hits + 1) / (draws + 1)). Two-sided p: the
+    share of assignments whose J lies at least as far from its null mean as the
+    observed J (with unequal group sizes the null is skewed, so this is not
+    twice one tail). Ties are exact: the permutation conditions on the values.
+    """
+    groups = [_exact_ties(g) for g in groups if len(g)]
+    name = "Jonckheere-Terpstra"
+    n = sum(len(g) for g in groups)
+    if len(groups) < 2:
+        return Test(name, None, None, n, "n/a: fewer than two sizes with trials")
+    values = np.concatenate(groups)
+    if len(np.unique(values)) < 2:
+        return Test(name, None, None, n, "n/a: every value is the same")
+    sizes = [len(g) for g in groups]
+    scores = _pair_scores(values)
+    labels = np.repeat(np.arange(len(groups), dtype=np.int16), sizes)
+    observed = float(_j_statistics(labels[None, :], scores)[0])
+    count = math.factorial(n) // math.prod(math.factorial(size) for size in sizes)
+    # J and its mean are multiples of 1/4: the distances compare exactly in floats.
+    distance = abs(observed - expected_j(sizes))
+    if count <= EXACT_MAX:
+        null = _j_statistics(_assignments(sizes), scores)
+        p_value = float(np.mean(np.abs(null - expected_j(sizes)) >= distance))
+        method = f"exact permutation over all {count:,} assignments of the values to the sizes"
+    else:
+        rng = np.random.default_rng(MONTE_CARLO_SEED)
+        null = _j_statistics(rng.permuted(np.tile(labels, (MONTE_CARLO_DRAWS, 1)), axis=1), scores)
+        p_value = float((np.sum(np.abs(null - expected_j(sizes)) >= distance) + 1) / (MONTE_CARLO_DRAWS + 1))
+        method = (f"Monte Carlo permutation, {MONTE_CARLO_DRAWS:,} seeded assignments ({count:,} too many to "
+                  "enumerate)")
+    return Test(name, observed, p_value, n, method=method)
+
+
+def expected_j(sizes: list[int]) -> float:
+    """The mean of J under no trend: half the pairs of values in different groups."""
+    return (sum(sizes) ** 2 - sum(size * size for size in sizes)) / 4
+
+
+EXACT_SPEARMAN_MAX = 8
+"""Up to this many players the Spearman p-value is exact (every pairing); above, scipy's t approximation."""
+
+
+def spearman(x: list[float], y: list[float], name: str = "Spearman rank correlation") -> Test:
+    """scipy's Spearman rho with a two-sided p; n/a below three points or when either side is constant.
+
+    With a handful of players the t approximation is far off (it gives p = 0 for
+    three players in perfect order, where 2 of the 6 orders are as extreme), so
+    up to EXACT_SPEARMAN_MAX players p is scipy's exact permutation test.
+    """
+    if len(x) < 3:
+        return Test(name, None, None, len(x), "n/a: fewer than three players")
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        return Test(name, None, None, len(x), "n/a: one side has no spread")
+    rho = float(scipy_stats.spearmanr(x, y).statistic)
+    if len(x) > EXACT_SPEARMAN_MAX:
+        return Test(name, rho, float(scipy_stats.spearmanr(x, y).pvalue), len(x), "t approximation",
+                    f"t approximation (more than {EXACT_SPEARMAN_MAX} players)")
+    # Spearman's rho is Pearson's r of the (average) ranks. Permuting y's ranks alone
+    # visits each pairing once: n! statistics, where passing (x, y) makes scipy permute
+    # both samples, (n!)^2 of them with the same p (eight players: 1.6e9).
+    x_ranks = scipy_stats.rankdata(x)
+    exact = scipy_stats.permutation_test(
+        (scipy_stats.rankdata(y),), lambda y_ranks, axis: _pearson_against(x_ranks, y_ranks, axis),
+        permutation_type="pairings", n_resamples=math.inf, vectorized=True)
+    return Test(name, rho, float(exact.pvalue), len(x), "exact permutation p",
+                f"exact permutation over all {math.factorial(len(x)):,} pairings")
+
+
+def _pearson_against(fixed: np.ndarray, samples: np.ndarray, axis: int) -> np.ndarray:
+    """Pearson's r of `fixed` with every 1-D slice of `samples` along `axis`."""
+    samples = np.moveaxis(samples, axis, -1)
+    fixed_centred = fixed - fixed.mean()
+    centred = samples - samples.mean(axis=-1, keepdims=True)
+    return (centred @ fixed_centred) / np.sqrt((centred**2).sum(axis=-1) * (fixed_centred @ fixed_centred))
+
+
+def kruskal_wallis(samples: list[list[float]], key: str = "family") -> Test:
+    """scipy's Kruskal-Wallis H with the tie correction, judged by its chi-squared approximation.
+
+    The report's groups hold hundreds of items, where the approximation is
+    good; an exact permutation p over that many items is out of reach.
+    """
+    name = "Kruskal-Wallis H"
+    n = sum(len(s) for s in samples)
+    if len(samples) < 2:
+        return Test(name, None, None, n, f"n/a: one {key}")
+    if len({v for s in samples for v in s}) < 2:
+        return Test(name, None, None, n, "n/a: every item has the same dropped share")
+    result = scipy_stats.kruskal(*samples)
+    return Test(name, float(result.statistic), float(result.pvalue), n, f"{len(samples)} groups",
+                "chi-squared approximation, tie-corrected")

@@ -1,62 +1,57 @@
 """The statistics behind the report's answers to the paper's questions, from trial records alone.
 
+The unit of every test is what varies independently: the two seeds of a
+mini-game play the same items, so they are averaged (or pooled) before a test
+and never count as two samples; an item counts once per player and adversary.
+
 1. State-input vs pixel-input adversary: the Wilcoxon signed-rank test of the
-   drop, paired per player x mini-game size x mini-game x seed.
+   drop, paired per player x mini-game size x mini-game (each side the mean over
+   the seeds both adversaries played). Exact when the nonzero differences have
+   no ties; with ties, the exact permutation test over every sign flip (scipy),
+   or 100,000 seeded Monte Carlo flips above 10^6 of them.
 2. Drop vs mini-game size: the Jonckheere-Terpstra trend test across the sizes,
-   per player and adversary, with its normal approximation corrected for ties.
-   Its unit is a mini-game (the mean over its seeds): seeds of one mini-game play
-   the same items, so they are not independent samples of the size.
+   per player and adversary, by permutation (a mini-game's mean over its seeds is
+   the unit): every assignment of the mini-game means to the sizes when there
+   are at most 10^6, else 100,000 seeded random ones. scipy has no such test and
+   its `permutation_test` needs two values per group (size 1000 has one).
 3. Clean accuracy vs robustness: Spearman's rank correlation across players of
-   clean accuracy with the mean drop and the mean consistency; the worst
-   mini-game (the maximal consistency) of each player.
-4. Which questions break: the Kruskal-Wallis test of the per-item dropped share
-   across question families, per player (the breakdown itself is
-   `benchmarks.stats.breakdown`).
+   clean accuracy with the mean drop and the mean consistency (exact up to 8
+   players); the worst mini-game (the maximal consistency) of each player.
+4. Which questions break: the Kruskal-Wallis test of the dropped share across
+   question families (and kinds), per player and trained adversary, one value
+   per distinct item: the mean over the trials (seeds) that played it.
 5. How small the manipulations are: the number of moved objects and the total
-   displacement of the successful manipulations, and the Mann-Whitney U test of
-   their displacement against the valid moves that changed nothing.
+   displacement of the successful manipulations, and the Wilcoxon signed-rank
+   test, over mini-games, of their mean displacement against that of the valid
+   moves that changed nothing.
 
 Every test is two-sided. A test with nothing to decide (all paired differences
 zero, one size, fewer than three players, identical values) is reported with
-statistic and p-value None and a note saying why.
+statistic and p-value None and a note saying why. `answers` adds to every test
+its Holm-adjusted p over all the tests it holds (`p_holm`), and the report calls
+a result significant only when that is below 0.05.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
+
+from benchmarks.stats import (
+    SIGNIFICANCE,
+    Test,
+    expected_j,
+    holm,
+    jonckheere_terpstra,
+    kruskal_wallis,
+    spearman,
+    wilcoxon_paired,
+)
 
 ADVERSARY_LABELS = {"trained": "state A2C", "trained-pixel": "pixel A2C", "random": "random",
                     "random-valid": "random valid", "search": "search"}
 """How the report names the table's adversaries (benchmarks.stats.table rows), in the paper's order."""
-
-
-@dataclass(frozen=True)
-class Test:
-    """One test's outcome; `statistic` and `p_value` are None when there was nothing to test."""
-
-    name: str
-    statistic: float | None
-    p_value: float | None
-    n: int
-    note: str = ""
-    z: float | None = None
-    """The standardised statistic, for tests judged by their normal approximation."""
-
-    def to_json(self) -> dict:
-        out = {"test": self.name, "statistic": _finite(self.statistic), "p_value": _finite(self.p_value),
-               "n": self.n, "note": self.note}
-        if self.z is not None:
-            out["z"] = _finite(self.z)
-        return out
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _ok(records: list[dict]) -> list[dict]:
@@ -70,25 +65,21 @@ def _adversary(record: dict) -> str:
 # ------------------------------------------------------------------ 1. state vs pixel input
 
 
-def wilcoxon_paired(first: list[float], second: list[float], name: str = "Wilcoxon signed-rank") -> Test:
-    """scipy's two-sided Wilcoxon signed-rank test (zeros dropped); n/a when every difference is zero."""
-    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
-    nonzero = int(np.count_nonzero(a - b))
-    if nonzero == 0:
-        return Test(name, None, None, len(a), "n/a: every paired difference is zero")
-    result = scipy_stats.wilcoxon(a, b)
-    return Test(name, float(result.statistic), float(result.pvalue), len(a),
-                f"{nonzero} of {len(a)} pairs differ")
-
-
 def drop_pairs(records: list[dict], first: str = "state", second: str = "pixel") -> dict[tuple, tuple[float, float]]:
-    """(player, size, mini-game, seed) -> (drop of the `first` adversary, drop of the `second`), both recorded."""
+    """(player, size, mini-game) -> the mean drop of the `first` adversary and of the `second`.
+
+    Each mean is over the seeds that both adversaries finished, so the two sides
+    of a pair average the same seeds.
+    """
     by_key: dict[str, dict[tuple, float]] = defaultdict(dict)
     for record in _ok(records):
         key = (record["player"], record["size"], record["minigame"], record["seed"])
         by_key[_adversary(record)][key] = float(record["drop"])
-    shared = sorted(by_key[first].keys() & by_key[second].keys())
-    return {key: (by_key[first][key], by_key[second][key]) for key in shared}
+    seeds: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for key in sorted(by_key[first].keys() & by_key[second].keys()):
+        seeds[key[:3]].append((by_key[first][key], by_key[second][key]))
+    return {key: (float(np.mean([s for s, _ in pairs])), float(np.mean([p for _, p in pairs])))
+            for key, pairs in seeds.items()}
 
 
 def adversary_inputs(records: list[dict]) -> dict:
@@ -111,41 +102,6 @@ def adversary_inputs(records: list[dict]) -> dict:
 
 
 # ------------------------------------------------------------------ 2. drop vs size
-
-
-def jonckheere_terpstra(groups: list[list[float]]) -> Test:
-    """The Jonckheere-Terpstra test for a trend across ordered groups, normal approximation with ties.
-
-    J counts, over every pair of groups i < j and every pair of values (x from i,
-    y from j), 1 when y > x and 1/2 when y == x. Under no trend its mean is
-    sum_{i<j} n_i n_j / 2; the variance is Hollander and Wolfe's, corrected for
-    tied values (it equals a quarter of the variance of Kendall's S with ties in
-    both variables). z > 0: values rise with the group order. Two-sided p.
-    """
-    groups = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
-    name = "Jonckheere-Terpstra"
-    if len(groups) < 2:
-        return Test(name, None, None, sum(len(g) for g in groups), "n/a: fewer than two sizes with trials")
-    statistic = 0.0
-    for i in range(len(groups)):
-        for j in range(i + 1, len(groups)):
-            diff = groups[j][None, :] - groups[i][:, None]
-            statistic += float(np.sum(diff > 0) + 0.5 * np.sum(diff == 0))
-    values = np.concatenate(groups)
-    n = len(values)
-    sizes = np.array([len(g) for g in groups], dtype=np.float64)
-    ties = np.unique(values, return_counts=True)[1].astype(np.float64)
-    mean = (n * n - np.sum(sizes**2)) / 4
-    variance = (n * (n - 1) * (2 * n + 5) - np.sum(sizes * (sizes - 1) * (2 * sizes + 5))
-                - np.sum(ties * (ties - 1) * (2 * ties + 5))) / 72
-    if n > 2:  # the tie terms vanish with fewer values (and their denominators with them)
-        variance += (np.sum(sizes * (sizes - 1) * (sizes - 2)) * np.sum(ties * (ties - 1) * (ties - 2))
-                     / (36 * n * (n - 1) * (n - 2))
-                     + np.sum(sizes * (sizes - 1)) * np.sum(ties * (ties - 1)) / (8 * n * (n - 1)))
-    if variance <= 0:
-        return Test(name, statistic, None, n, "n/a: every value is the same")
-    z = (statistic - mean) / math.sqrt(variance)
-    return Test(name, statistic, float(2 * scipy_stats.norm.sf(abs(z))), n, z=float(z))
 
 
 _SCORE_KEYS = {"random": ("random_consistency", "random_drop"),
@@ -194,15 +150,17 @@ def size_trend(records: list[dict]) -> list[dict]:
     for (player, label), by_size in sorted(minigame_means(records).items(),
                                            key=lambda kv: (kv[0][0], list(ADVERSARY_LABELS).index(kv[0][1]))):
         sizes = sorted(by_size)
-        test = jonckheere_terpstra([list(by_size[s].values()) for s in sizes])
-        if test.z is None or test.p_value is None:
+        groups = [list(by_size[s].values()) for s in sizes]
+        test = jonckheere_terpstra(groups)
+        expected = expected_j([len(g) for g in groups])
+        if test.statistic is None or test.p_value is None:
             direction = "n/a"
         else:
-            direction = "falls" if test.z < 0 else ("rises" if test.z > 0 else "flat")
+            direction = "falls" if test.statistic < expected else ("rises" if test.statistic > expected else "flat")
         rows.append({"player": player, "adversary": label, "sizes": sizes,
-                     "mean_drop": [float(np.mean(list(by_size[s].values()))) for s in sizes],
-                     "minigames": [len(by_size[s]) for s in sizes], "direction": direction,
-                     **test.to_json()})
+                     "mean_drop": [float(np.mean(g)) for g in groups],
+                     "minigames": [len(g) for g in groups], "direction": direction,
+                     "expected_statistic": expected, **test.to_json()})
     return rows
 
 
@@ -216,42 +174,6 @@ def clean_accuracy(records: list[dict]) -> dict[str, float]:
         seen[record["player"]][(record["size"], record["minigame"])] = float(record["clean_accuracy"])
     return {player: sum(size * acc for (size, _), acc in cells.items()) / sum(size for size, _ in cells)
             for player, cells in sorted(seen.items())}
-
-
-EXACT_SPEARMAN_MAX = 8
-"""Up to this many players the Spearman p-value is exact (every pairing); above, scipy's t approximation."""
-
-
-def spearman(x: list[float], y: list[float], name: str = "Spearman rank correlation") -> Test:
-    """scipy's Spearman rho with a two-sided p; n/a below three points or when either side is constant.
-
-    With a handful of players the t approximation is far off (it gives p = 0 for
-    three players in perfect order, where 2 of the 6 orders are as extreme), so
-    up to EXACT_SPEARMAN_MAX players p is scipy's exact permutation test.
-    """
-    if len(x) < 3:
-        return Test(name, None, None, len(x), "n/a: fewer than three players")
-    if len(set(x)) < 2 or len(set(y)) < 2:
-        return Test(name, None, None, len(x), "n/a: one side has no spread")
-    rho = float(scipy_stats.spearmanr(x, y).statistic)
-    if len(x) > EXACT_SPEARMAN_MAX:
-        return Test(name, rho, float(scipy_stats.spearmanr(x, y).pvalue), len(x), "t approximation")
-    # Spearman's rho is Pearson's r of the (average) ranks. Permuting y's ranks alone
-    # visits each pairing once: n! statistics, where passing (x, y) makes scipy permute
-    # both samples, (n!)^2 of them with the same p (eight players: 1.6e9).
-    x_ranks = scipy_stats.rankdata(x)
-    exact = scipy_stats.permutation_test(
-        (scipy_stats.rankdata(y),), lambda y_ranks, axis: _pearson_against(x_ranks, y_ranks, axis),
-        permutation_type="pairings", n_resamples=math.inf, vectorized=True)
-    return Test(name, rho, float(exact.pvalue), len(x), "exact permutation p")
-
-
-def _pearson_against(fixed: np.ndarray, samples: np.ndarray, axis: int) -> np.ndarray:
-    """Pearson's r of `fixed` with every 1-D slice of `samples` along `axis`."""
-    samples = np.moveaxis(samples, axis, -1)
-    fixed_centred = fixed - fixed.mean()
-    centred = samples - samples.mean(axis=-1, keepdims=True)
-    return (centred @ fixed_centred) / np.sqrt((centred**2).sum(axis=-1) * (fixed_centred @ fixed_centred))
 
 
 def accuracy_vs_robustness(records: list[dict]) -> dict:
@@ -288,25 +210,38 @@ def accuracy_vs_robustness(records: list[dict]) -> dict:
 # ------------------------------------------------------------------ 4. which questions break
 
 
-def family_differences(item_rows: list[dict], key: str = "family") -> dict[str, dict]:
-    """Question 4: per player, the Kruskal-Wallis test of the per-item dropped share across `key` groups."""
-    groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+def trained_label(record: dict) -> str:
+    """The table's label of a record's trained adversary: `trained` (state input) or `trained-<input>`."""
+    kind = _adversary(record)
+    return "trained" if kind == "state" else f"trained-{kind}"
+
+
+def item_means(item_rows: list[dict], key: str = "family") -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(player, adversary) -> `key` group -> one dropped share per distinct item: its mean over the trials.
+
+    The seeds of a mini-game play the same items, so an item's two results are
+    one unit, not two. Rows without `adversary` (older callers) count as the
+    state-input adversary's.
+    """
+    shares: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    group_of: dict[tuple[str, str, str], str] = {}
     for row in item_rows:
-        groups[row["player"]][row[key]].append(float(row["dropped_share"]))
-    out = {}
-    for player, by_group in sorted(groups.items()):
-        samples = [by_group[g] for g in sorted(by_group)]
-        name = "Kruskal-Wallis H"
-        n = sum(len(s) for s in samples)
-        if len(samples) < 2:
-            test = Test(name, None, None, n, f"n/a: one {key}")
-        elif len({v for s in samples for v in s}) < 2:
-            test = Test(name, None, None, n, "n/a: every item has the same dropped share")
-        else:
-            result = scipy_stats.kruskal(*samples)
-            test = Test(name, float(result.statistic), float(result.pvalue), n, f"{len(samples)} groups")
-        out[player] = test.to_json()
-    return out
+        unit = (row["player"], row.get("adversary", "trained"), row["item_id"])
+        shares[unit].append(float(row["dropped_share"]))
+        group_of.setdefault(unit, row[key])
+    out: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for unit, values in sorted(shares.items()):
+        out[unit[:2]][group_of[unit]].append(float(np.mean(values)))
+    return {pair: dict(groups) for pair, groups in out.items()}
+
+
+def family_differences(item_rows: list[dict], key: str = "family") -> dict[str, dict[str, dict]]:
+    """Question 4: per player and trained adversary, Kruskal-Wallis of the items' dropped shares across `key`."""
+    out: dict[str, dict[str, dict]] = defaultdict(dict)
+    for (player, label), by_group in sorted(item_means(item_rows, key).items(),
+                                            key=lambda kv: (kv[0][0], list(ADVERSARY_LABELS).index(kv[0][1]))):
+        out[player][label] = kruskal_wallis([by_group[g] for g in sorted(by_group)], key).to_json()
+    return dict(out)
 
 
 # ------------------------------------------------------------------ 5. how small the manipulations are
@@ -332,22 +267,71 @@ def _describe(histogram: dict[float, int]) -> dict:
             "max": float(values.max())}
 
 
+def _move_key(record: dict) -> tuple:
+    """What makes two evaluation moves the same move: the item and which object went where (in any order)."""
+    moved = sorted((int(o), round(float(dx), 6), round(float(dy), 6)) for o, dx, dy in record["moves"] if dx or dy)
+    return record["item_id"], tuple(moved)
+
+
+def distinct_move_sizes(manipulations: list[dict]) -> dict[str, dict[str, dict[str, int]]]:
+    """The histograms of `benchmarks.trials.manipulation_sizes`, over distinct moves instead of evaluation moves.
+
+    `manipulations` are the lines of a trial's manipulations.jsonl: the final
+    policy is sampled many times per item and often plays the same move again,
+    which then counts once (its outcome is the same: same scene, same player).
+    A trial record that keeps these under `manipulation_sizes["distinct"]` has
+    question 5 counted over distinct moves.
+    """
+    from collections import Counter
+
+    from agents.evaluation import moved_objects, total_displacement
+
+    unique = {_move_key(record): record for record in manipulations}
+    sizes: dict[str, dict[str, Counter]] = {kind: {"moved_objects": Counter(), "displacement": Counter()}
+                                            for kind in ("valid", "changed", "dropped")}
+    for record in unique.values():
+        for kind in ("valid", "changed", "dropped"):
+            if kind == "valid" or record.get(kind):
+                sizes[kind]["moved_objects"][str(moved_objects(record["moves"]))] += 1
+                sizes[kind]["displacement"][f"{total_displacement(record['moves']):.4f}"] += 1
+    return {kind: {name: dict(sorted(counts.items())) for name, counts in by_name.items()}
+            for kind, by_name in sizes.items()}
+
+
+def _unchanged(sizes: list[dict]) -> dict[float, int]:
+    """The valid moves that changed nothing: every valid move less the changing ones, value by value."""
+    unchanged = dict(_merged([s["valid"]["displacement"] for s in sizes if "valid" in s]))
+    for value, count in _merged([s["changed"]["displacement"] for s in sizes if "changed" in s]).items():
+        unchanged[value] = unchanged.get(value, 0) - count
+    return {value: count for value, count in unchanged.items() if count > 0}
+
+
+def _mean(histogram: dict[float, int]) -> float | None:
+    total = sum(histogram.values())
+    return sum(value * count for value, count in histogram.items()) / total if total else None
+
+
 def manipulation_summary(records: list[dict]) -> list[dict]:
     """Question 5: per player and trained adversary, moved objects and total displacement of its successes.
 
-    `changed` counts every evaluation move that changed an answer, `dropped` those
-    that broke a right one; the test compares the displacement of the changing
-    moves with that of the valid moves that changed nothing.
+    `changed` counts the evaluation moves that changed an answer, `dropped` those
+    that broke a right one: distinct moves when every trial recorded them
+    (`manipulation_sizes["distinct"]`), else every evaluation move, a move the
+    policy played again counted again. The test's unit is the mini-game either
+    way: per mini-game (its seeds pooled) the mean displacement of the changing
+    moves against that of the valid moves that changed nothing, Wilcoxon
+    signed-rank over the mini-games with a changing move.
     """
     grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for record in _ok(records):
         if "manipulation_sizes" in record:
-            kind = _adversary(record)
-            grouped[(record["player"], "trained" if kind == "state" else f"trained-{kind}")].append(
-                record["manipulation_sizes"])
+            grouped[(record["player"], trained_label(record))].append(record)
     rows = []
-    for (player, label), sizes in sorted(grouped.items()):
-        row: dict = {"player": player, "adversary": label}
+    for (player, label), group in sorted(grouped.items()):
+        distinct = all("distinct" in r["manipulation_sizes"] for r in group)
+        sizes = [r["manipulation_sizes"]["distinct"] if distinct else r["manipulation_sizes"] for r in group]
+        row: dict = {"player": player, "adversary": label,
+                     "moves": "distinct moves" if distinct else "evaluation moves"}
         for kind in ("changed", "dropped"):
             objects = _merged([s[kind]["moved_objects"] for s in sizes if kind in s])
             displacement = _merged([s[kind]["displacement"] for s in sizes if kind in s])
@@ -355,36 +339,53 @@ def manipulation_summary(records: list[dict]) -> list[dict]:
                          "displacement": {f"{k:.4f}": v for k, v in displacement.items()},
                          "objects": _describe(objects), "total_displacement": _describe(displacement),
                          "one_object_share": (objects.get(1.0, 0) / sum(objects.values())) if objects else None}
-        changed = _expand(_merged([s["changed"]["displacement"] for s in sizes if "changed" in s]))
-        valid = _merged([s["valid"]["displacement"] for s in sizes if "valid" in s])
-        unchanged = dict(valid)
-        for value, count in _merged([s["changed"]["displacement"] for s in sizes if "changed" in s]).items():
-            unchanged[value] = unchanged.get(value, 0) - count
-        row["displacement_vs_unchanged"] = mann_whitney(changed, _expand({k: v for k, v in unchanged.items()
-                                                                          if v > 0})).to_json()
+        by_minigame: dict[tuple[int, int], list[dict]] = defaultdict(list)
+        for record, size in zip(group, sizes, strict=True):
+            by_minigame[(record["size"], record["minigame"])].append(size)
+        changed_means, unchanged_means = [], []
+        for key in sorted(by_minigame):
+            changed = _mean(_merged([s["changed"]["displacement"] for s in by_minigame[key] if "changed" in s]))
+            unchanged = _mean(_unchanged(by_minigame[key]))
+            if changed is not None and unchanged is not None:
+                changed_means.append(changed)
+                unchanged_means.append(unchanged)
+        if changed_means:
+            test = wilcoxon_paired(changed_means, unchanged_means)
+        else:
+            test = Test("Wilcoxon signed-rank", None, None, 0, "n/a: no mini-game with a successful move")
+        entry = test.to_json()
+        if test.p_value is not None:
+            entry["note"] = (f"{len(changed_means)} of {len(by_minigame)} mini-games with a successful move; mean "
+                             f"displacement {np.mean(changed_means):.2f} (successful) vs "
+                             f"{np.mean(unchanged_means):.2f} (unchanged)")
+        row["minigame_means"] = {"changed": changed_means, "unchanged": unchanged_means}
+        row["displacement_vs_unchanged"] = entry
         rows.append(row)
     return rows
-
-
-def mann_whitney(first: np.ndarray | list[float], second: np.ndarray | list[float]) -> Test:
-    """scipy's two-sided Mann-Whitney U (asymptotic, tie-corrected); n/a when a side is empty or all tie."""
-    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
-    name = "Mann-Whitney U"
-    if not len(a) or not len(b):
-        return Test(name, None, None, len(a) + len(b), "n/a: no successful or no unsuccessful valid moves")
-    if len(np.unique(np.concatenate([a, b]))) < 2:
-        return Test(name, None, None, len(a) + len(b), "n/a: every move has the same displacement")
-    result = scipy_stats.mannwhitneyu(a, b, method="asymptotic")
-    return Test(name, float(result.statistic), float(result.pvalue), len(a) + len(b),
-                f"median {np.median(a):.2f} (changed) vs {np.median(b):.2f} (unchanged)")
 
 
 # ------------------------------------------------------------------ all of it
 
 
+def _tests(node: object) -> list[dict]:
+    """Every test in `node`, in the order the report prints them."""
+    if isinstance(node, dict):
+        if "test" in node and "p_value" in node:
+            return [node]
+        return [t for value in node.values() for t in _tests(value)]
+    if isinstance(node, list):
+        return [t for value in node for t in _tests(value)]
+    return []
+
+
 def answers(records: list[dict], item_rows: list[dict]) -> dict:
-    """Every statistic of the five questions, as JSON-ready dicts (what table2.json holds)."""
-    return {
+    """Every statistic of the five questions, as JSON-ready dicts (what table2.json holds).
+
+    Every test gets `p_holm`, its p adjusted by Holm's method over all the tests
+    here (None where nothing was tested): the report makes them all at once, so
+    one of them below 0.05 by chance alone is likely without it.
+    """
+    out = {
         "1_adversary_inputs": adversary_inputs(records),
         "2_size_trend": size_trend(records),
         "3_accuracy_vs_robustness": accuracy_vs_robustness(records),
@@ -392,3 +393,11 @@ def answers(records: list[dict], item_rows: list[dict]) -> dict:
                        "kind": family_differences(item_rows, "kind")},
         "5_manipulation_sizes": manipulation_summary(records),
     }
+    every = _tests(out)
+    tested = [t for t in every if t["p_value"] is not None]
+    adjusted = dict(zip(map(id, tested), holm([t["p_value"] for t in tested]), strict=True))
+    for test in every:
+        test["p_holm"] = adjusted.get(id(test))
+    out["holm"] = {"tests": len(tested), "level": SIGNIFICANCE}
+    return out
+

@@ -161,26 +161,30 @@ def test_random_valid_baseline_is_in_result_and_trial_record(items_dir, tmp_path
 # ------------------------------------------------------------------ 1. state vs pixel: Wilcoxon
 
 
-def test_wilcoxon_pairs_state_and_pixel_trials_like_scipy():
+def test_wilcoxon_pairs_each_minigames_seed_means_like_scipy():
     state = [0.10, 0.30, 0.05, 0.22, 0.18, 0.07, 0.40]
     pixel = [0.02, 0.25, 0.05, 0.10, 0.20, 0.01, 0.11]
     records = []
     for k, (s, p) in enumerate(zip(state, pixel, strict=True)):
-        player = "a" if k < 4 else "b"
-        records += [_record(player, "state", 10 if k % 2 else 100, k, 0, s),
-                    _record(player, "pixel", 10 if k % 2 else 100, k, 0, p)]
+        player, size = ("a" if k < 4 else "b"), (10 if k % 2 else 100)
+        # Two seeds a mini-game, 0.01 either side of its mean: one pair, not two.
+        for seed, shift in enumerate((-0.01, 0.01)):
+            records += [_record(player, "state", size, k, seed, s + shift),
+                        _record(player, "pixel", size, k, seed, p - shift)]
     records.append(_record("a", "state", 10, 99, 0, 0.9))  # no pixel partner: not a pair
-    records.append({**_record("a", "pixel", 10, 1, 1, 0.5), "error": "crashed"})  # failed: left out
+    records.append({**_record("a", "pixel", 10, 1, 2, 0.5), "error": "crashed"})  # failed: left out
     answer = table2.adversary_inputs(records)
-    # scipy on the pairs in (player, size, mini-game, seed) order.
     order = sorted(range(7), key=lambda k: ("a" if k < 4 else "b", 10 if k % 2 else 100, k))
-    expected = scipy_stats.wilcoxon([state[k] for k in order], [pixel[k] for k in order])
+    differences = [state[k] - pixel[k] for k in order if state[k] != pixel[k]]
+    expected = scipy_stats.wilcoxon(differences, method="exact")  # no tied |difference|: the exact test
     assert answer["all"]["pairs"] == 7 and answer["all"]["note"] == "6 of 7 pairs differ"
+    assert answer["all"]["method"] == "exact"
     assert answer["all"]["statistic"] == pytest.approx(expected.statistic)
     assert answer["all"]["p_value"] == pytest.approx(expected.pvalue)
+    assert answer["all"]["mean_drop_state"] == pytest.approx(np.mean(state))
     assert answer["all"]["stronger"] == "state"
-    only_b = scipy_stats.wilcoxon(state[4:], pixel[4:])
-    assert answer["players"]["b"]["p_value"] == pytest.approx(only_b.pvalue)
+    only_b = scipy_stats.wilcoxon(state[4:], pixel[4:], method="exact")
+    assert answer["players"]["b"]["p_value"] == pytest.approx(only_b.pvalue) == pytest.approx(4 / 8)
 
 
 def test_wilcoxon_with_every_difference_zero_is_not_applicable():
@@ -193,31 +197,6 @@ def test_wilcoxon_with_every_difference_zero_is_not_applicable():
 # ------------------------------------------------------------------ 2. drop vs size: Jonckheere-Terpstra
 
 
-def test_jonckheere_terpstra_hand_computed_with_a_tie():
-    # Pairs across groups: (1,2) 1, (1,3) 1, (2,2) 1/2, (2,3) 1; (1,4) 1, (2,4) 1; (2,4) 1, (3,4) 1 -> J = 7.5.
-    # Mean (25 - 9) / 4 = 4; variance with the tied 2s: (300 - 36 - 18) / 72 + 0 + 4 * 2 / 160 = 3.46667.
-    test = table2.jonckheere_terpstra([[1, 2], [2, 3], [4]])
-    assert test.statistic == 7.5
-    z = 3.5 / math.sqrt(246 / 72 + 8 / 160)
-    assert test.z == pytest.approx(z) and test.p_value == pytest.approx(2 * scipy_stats.norm.sf(z))
-
-
-def test_jonckheere_terpstra_of_two_single_values():
-    # One mini-game per size: J = 1 above its mean 1/2, variance 2 * 1 * 9 / 72 = 1/4, z = 1.
-    with np.errstate(all="raise"):
-        test = table2.jonckheere_terpstra([[0.1], [0.2]])
-    assert test.statistic == 1.0 and test.z == pytest.approx(1.0)
-
-
-def test_jonckheere_terpstra_is_kendalls_tau_test_against_the_group_order():
-    rng = np.random.default_rng(4)
-    groups = [np.round(rng.uniform(0, 1, n) - 0.15 * k, 1).tolist() for k, n in enumerate((6, 4, 5))]
-    test = table2.jonckheere_terpstra(groups)
-    order = [k for k, g in enumerate(groups) for _ in g]
-    tau = scipy_stats.kendalltau(order, [v for g in groups for v in g], method="asymptotic")
-    assert test.p_value == pytest.approx(tau.pvalue, rel=1e-9) and np.sign(test.z) == np.sign(tau.statistic)
-
-
 def test_size_trend_takes_each_minigames_mean_over_seeds():
     drops = {(10, 0): [0.3, 0.5], (10, 1): [0.2, 0.2], (100, 0): [0.1, 0.3], (100, 1): [0.05, 0.05],
              (1000, 0): [0.0, 0.02]}
@@ -227,7 +206,10 @@ def test_size_trend_takes_each_minigames_mean_over_seeds():
     expected = table2.jonckheere_terpstra([[0.4, 0.2], [0.2, 0.05], [0.01]])
     assert row["sizes"] == [10, 100, 1000] and row["minigames"] == [2, 2, 1]
     assert row["mean_drop"] == pytest.approx([0.3, 0.125, 0.01])
+    # Pairs across sizes: 0.4 > all three later, 0.2 ties 0.2 and exceeds 0.05 and 0.01, 0.2 > 0.01, 0.05 > 0.01.
+    assert row["statistic"] == expected.statistic == 0.5 and row["expected_statistic"] == 4.0
     assert row["p_value"] == pytest.approx(expected.p_value) and row["direction"] == "falls"
+    assert row["method"] == "exact permutation over all 30 assignments of the values to the sizes"
     assert table2.size_trend([r for r in records if r["size"] == 10])[0]["p_value"] is None
 
 
@@ -274,38 +256,57 @@ def test_clean_accuracy_weighs_each_distinct_minigame_by_its_items():
 # ------------------------------------------------------------------ 4. which questions break
 
 
-def test_kruskal_wallis_across_families_like_scipy():
-    rows = [{"player": "p", "family": family, "kind": "count", "dropped_share": value}
-            for family, values in (("zero_hop", [0.0, 0.1, 0.0]), ("one_hop", [0.5, 0.4, 0.6, 0.3]),
-                                   ("compare_integer", [0.2, 0.0]))
-            for value in values]
+def test_kruskal_wallis_takes_one_value_per_distinct_item_and_adversary():
+    shares = {"zero_hop": [0.0, 0.1, 0.0], "one_hop": [0.5, 0.4, 0.6, 0.3], "compare_integer": [0.2, 0.0]}
+    rows = []
+    for family, values in shares.items():
+        for k, value in enumerate(values):
+            # Two seeds per item, value -/+ 0.05 (0.0 twice): one unit at the item's mean.
+            for shift in (-0.05, 0.05) if value else (0.0, 0.0):
+                rows.append({"player": "p", "adversary": "trained", "item_id": f"{family}:{k}", "family": family,
+                             "kind": "count", "dropped_share": value + shift})
+            # The pixel adversary broke nothing on the same items: tested apart, not pooled.
+            rows.append({"player": "p", "adversary": "trained-pixel", "item_id": f"{family}:{k}", "family": family,
+                         "kind": "count", "dropped_share": 0.0})
     answer = table2.family_differences(rows)["p"]
-    expected = scipy_stats.kruskal([0.2, 0.0], [0.5, 0.4, 0.6, 0.3], [0.0, 0.1, 0.0])
-    assert answer["statistic"] == pytest.approx(expected.statistic) and answer["p_value"] == pytest.approx(expected.pvalue)
-    assert table2.family_differences(rows, "kind")["p"]["note"] == "n/a: one kind"
+    expected = scipy_stats.kruskal(shares["compare_integer"], shares["one_hop"], shares["zero_hop"])
+    assert answer["trained"]["n"] == 9
+    assert answer["trained"]["statistic"] == pytest.approx(expected.statistic)
+    assert answer["trained"]["p_value"] == pytest.approx(expected.pvalue)
+    assert answer["trained-pixel"]["note"] == "n/a: every item has the same dropped share"
+    assert table2.family_differences(rows, "kind")["p"]["trained"]["note"] == "n/a: one kind"
 
 
 # ------------------------------------------------------------------ 5. how small the manipulations are
 
 
-def test_manipulation_sizes_and_the_mann_whitney_test_like_scipy():
-    sizes = [{"valid": {"moved_objects": {"1": 8, "2": 4}, "displacement": {"0.3000": 6, "0.6000": 4, "0.8485": 2}},
-              "changed": {"moved_objects": {"1": 3, "2": 1}, "displacement": {"0.3000": 3, "0.6000": 1}},
-              "dropped": {"moved_objects": {"1": 2}, "displacement": {"0.3000": 2}}},
-             {"valid": {"moved_objects": {"1": 2}, "displacement": {"0.4243": 2}},
-              "changed": {"moved_objects": {"1": 1}, "displacement": {"0.4243": 1}},
-              "dropped": {"moved_objects": {}, "displacement": {}}}]
-    records = [dict(_record("p", "state", 10, k, 0, 0.1), manipulation_sizes=s) for k, s in enumerate(sizes)]
+def _sizes(valid: dict, changed: dict, dropped: dict | None = None) -> dict:
+    def histogram(counts: dict) -> dict:
+        return {"moved_objects": {"1": sum(counts.values())}, "displacement": counts}
+    return {"valid": histogram(valid), "changed": histogram(changed), "dropped": histogram(dropped or {})}
+
+
+def test_manipulation_sizes_are_tested_over_minigames_with_their_seeds_pooled():
+    sizes = {(10, 0, 0): _sizes({"0.3000": 6, "0.6000": 4}, {"0.6000": 2}, {"0.6000": 1}),
+             (10, 0, 1): _sizes({"0.3000": 4}, {"0.3000": 2}),
+             (10, 1, 0): _sizes({"0.3000": 5, "0.9000": 5}, {"0.9000": 5}),
+             (100, 0, 0): _sizes({"0.3000": 3, "1.2000": 3}, {"1.2000": 1}),
+             (100, 1, 0): _sizes({"0.3000": 3}, {})}
+    records = [dict(_record("p", "state", size, mg, seed, 0.1), manipulation_sizes=s)
+               for (size, mg, seed), s in sizes.items()]
     row = table2.manipulation_summary(records)[0]
-    assert row["changed"]["moved_objects"] == {"1": 4, "2": 1}
-    assert row["changed"]["one_object_share"] == pytest.approx(0.8)
-    assert row["changed"]["total_displacement"]["median"] == pytest.approx(0.3)
-    assert row["dropped"]["objects"]["count"] == 2
-    changed = [0.3] * 3 + [0.6] + [0.4243]
-    unchanged = [0.3] * 3 + [0.6] * 3 + [0.8485] * 2 + [0.4243]
-    expected = scipy_stats.mannwhitneyu(changed, unchanged, method="asymptotic")
+    assert row["moves"] == "evaluation moves"
+    assert row["changed"]["objects"]["count"] == 10 and row["dropped"]["objects"]["count"] == 1
+    assert row["changed"]["total_displacement"]["median"] == pytest.approx(0.9)
+    # Mini-game (10, 0): seeds pooled, successful 0.6, 0.6, 0.3, 0.3 against unchanged 0.3 x 8, 0.6 x 2.
+    changed = [0.45, 0.9, 1.2]
+    unchanged = [(8 * 0.3 + 2 * 0.6) / 10, 0.3, (3 * 0.3 + 2 * 1.2) / 5]
+    assert row["minigame_means"]["changed"] == pytest.approx(changed)
+    assert row["minigame_means"]["unchanged"] == pytest.approx(unchanged)
     test = row["displacement_vs_unchanged"]
+    expected = scipy_stats.wilcoxon(changed, unchanged, method="exact")
     assert test["statistic"] == pytest.approx(expected.statistic) and test["p_value"] == pytest.approx(expected.pvalue)
+    assert test["n"] == 3 and test["note"].startswith("3 of 4 mini-games with a successful move")
 
 
 def test_manipulation_measures():

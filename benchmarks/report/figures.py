@@ -205,7 +205,7 @@ def family_plot(by_family: list[dict], by_kind: list[dict], path: Path) -> None:
 
 
 def input_plot(records: list[dict], path: Path) -> bool:
-    """Question 1: each trial pair's drop, state-input adversary against pixel-input; False without pairs."""
+    """Question 1: each mini-game pair's drop, state-input adversary against pixel-input; False without pairs."""
     pairs = table2.drop_pairs(records)
     if not pairs:
         return False
@@ -220,7 +220,8 @@ def input_plot(records: list[dict], path: Path) -> bool:
     ax.set_ylim(-top * 0.02, top)
     ax.set_xlabel("drop, pixel-input adversary")
     ax.set_ylabel("drop, state-input adversary")
-    ax.set_title("one point per player, size, mini-game and seed\n(above the diagonal: the state input is stronger)",
+    ax.set_title("one point per player, size and mini-game, seeds averaged\n(above the diagonal: the state input "
+                 "is stronger)",
                  fontsize=9)
     ax.legend(fontsize=7)
     _save(fig, path)

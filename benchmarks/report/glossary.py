@@ -24,13 +24,20 @@ METRICS = [
                       "consistency and drop, never counted as unchanged; the count follows), and a trial with "
                       "more than 5% failed queries, overall or in an evaluation (or its --max-error-rate), is "
                       "failed."),
-    ("tests", "1: Wilcoxon signed-rank test of the drop, state- against pixel-input adversary, paired per "
-              "player, size, mini-game and seed; 2: Jonckheere-Terpstra trend test of the drop across sizes "
-              "(normal approximation with ties; unit: a mini-game's mean over its seeds); 3: Spearman rank "
-              "correlation across players of clean accuracy with mean drop and mean consistency; 4: "
-              "Kruskal-Wallis test of the per-item dropped share across question families; 5: Mann-Whitney U "
-              "test of the total displacement of successful manipulations against valid moves that changed "
-              "nothing. All two-sided; n/a when there is nothing to test (the note says why)."),
+    ("tests", "the unit of each test is a mini-game, its seeds averaged (they play the same items), or a "
+              "distinct item. 1: Wilcoxon signed-rank test of the drop, state- against pixel-input adversary, "
+              "paired per player, size and mini-game (exact without tied differences, else the exact permutation "
+              "test over every sign flip); 2: Jonckheere-Terpstra trend test of the drop across sizes, by "
+              "permutation over every assignment of the mini-game means to the sizes (100,000 seeded random "
+              "ones above 10^6); 3: Spearman rank correlation across players of clean accuracy with mean drop "
+              "and mean consistency (exact permutation p up to 8 players); 4: Kruskal-Wallis test of the dropped "
+              "share across question families and kinds, per player and trained adversary, one value per "
+              "distinct item (its mean over the trials); 5: Wilcoxon signed-rank test, over mini-games, of the "
+              "mean displacement of successful manipulations against valid moves that changed nothing. All "
+              "two-sided; n/a when there is nothing to test (the note says why)."),
+    ("Holm-adjusted p", "the p-value adjusted by Holm's step-down method over every test the five questions "
+                        "make; \"significant\" means a Holm-adjusted p below 0.05. The p-values of the Results "
+                        "table (t-tests) are raw."),
     ("family, kind", "family: the question's template file (zero_hop, one_hop, ..., compare_integer); "
                      "kind: what it asks (count, exist, compare, query an attribute). Per family, "
                      "consistency and drop are means over the item results of the trained adversary "

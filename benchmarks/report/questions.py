@@ -29,10 +29,21 @@ def _pv(value: float | None) -> str:
     return "n/a" if value is None else p_text(value)
 
 
-def _verdict(p_value: float | None) -> str:
-    if p_value is None:
+def _verdict(entry: dict) -> str:
+    """Significant only by the Holm-adjusted p: the report makes all its tests at once."""
+    if entry.get("p_holm") is None:
         return "not testable"
-    return "significant at the 0.05 level" if p_value < 0.05 else "not significant at the 0.05 level"
+    return ("significant at the 0.05 level after Holm's correction" if entry["p_holm"] < 0.05
+            else "not significant at the 0.05 level after Holm's correction")
+
+
+def _p_pair(entry: dict) -> str:
+    return f"p = {_pv(entry['p_value'])}, Holm-adjusted p = {_pv(entry.get('p_holm'))}"
+
+
+def _methods(entries: list[dict]) -> str:
+    """The distinct ways the p-values of a table were computed, in order of first use."""
+    return "; ".join(dict.fromkeys(e["method"] for e in entries if e.get("method")))
 
 
 def _paper_table(rows: list[dict]) -> list[tuple]:
@@ -63,6 +74,16 @@ def _paper_table(rows: list[dict]) -> list[tuple]:
             ("table", header, cells)]
 
 
+def _holm_blocks(answers: dict) -> list[tuple]:
+    count = answers.get("holm", {}).get("tests", 0)
+    return [("h2", "The tests of the five questions"),
+            ("p", f"The five questions below make {count} tests in all. Each unit is independent of the others "
+                  "as far as the design allows: a mini-game, its seeds averaged (the seeds of one mini-game play "
+                  "the same items), or a distinct item. Each p-value is printed raw and Holm-adjusted over all "
+                  f"{count} tests (Holm's step-down correction), and a result is called significant only when "
+                  "its Holm-adjusted p is below 0.05.")]
+
+
 def _question_1(answer: dict, figure: bool) -> list[tuple]:
     title = "1. State-input vs pixel-input adversary"
     blocks: list[tuple] = [("h2", title)]
@@ -72,15 +93,19 @@ def _question_1(answer: dict, figure: bool) -> list[tuple]:
                                   "player, mini-game and seed (run the benchmark with `--adversaries state,pixel`).")]
     stronger = {"state": "the state-input adversary is the stronger", "pixel": "the pixel-input adversary is the "
                 "stronger", "neither": "neither adversary is stronger"}[overall["stronger"]]
-    blocks.append(("p", f"Over {overall['pairs']} pairs (player x size x mini-game x seed) the state-input "
-                        f"adversary's mean drop is {_num(overall['mean_drop_state'])} and the pixel-input one's "
+    how = f"{overall['note']}; {overall['method']}" if overall.get("method") else overall["note"]
+    blocks.append(("p", f"Over {overall['pairs']} pairs (player x size x mini-game, each side the mean drop over "
+                        f"the seeds both adversaries played) the state-input adversary's mean drop is "
+                        f"{_num(overall['mean_drop_state'])} and the pixel-input one's "
                         f"{_num(overall['mean_drop_pixel'])}: {stronger} on average. Wilcoxon signed-rank "
-                        f"W = {_num(overall['statistic'])}, p = {_pv(overall['p_value'])} ({overall['note']}), "
-                        f"{_verdict(overall['p_value'])}."))
-    header = ["player", "pairs", "mean drop, state", "mean drop, pixel", "W", "p", "note"]
+                        f"W = {_num(overall['statistic'])}, {_p_pair(overall)} ({how}), {_verdict(overall)}."))
+    header = ["player", "pairs", "mean drop, state", "mean drop, pixel", "W", "p", "Holm-adjusted p", "note"]
     blocks.append(("table", header, [[player, str(e["pairs"]), _num(e["mean_drop_state"]),
                                       _num(e["mean_drop_pixel"]), _num(e["statistic"]), _pv(e["p_value"]),
-                                      e["note"]] for player, e in answer["players"].items()]))
+                                      _pv(e.get("p_holm")), e["note"]] for player, e in answer["players"].items()]))
+    methods = _methods(list(answer["players"].values()))
+    if methods:
+        blocks.append(("p", f"How the per-player p-values were computed: {methods}."))
     if figure:
         blocks.append(("img", "adversary_inputs.png", "drop of the state- against the pixel-input adversary"))
     return blocks
@@ -92,16 +117,21 @@ def _question_2(rows: list[dict]) -> list[tuple]:
     if not rows or all(len(r["sizes"]) < 2 for r in rows):
         return [("folded", title, "the trials cover one mini-game size: there is no trend to test.")]
     tested = [r for r in rows if r["p_value"] is not None]
-    falls = sum(r["direction"] == "falls" and r["p_value"] < 0.05 for r in tested)
-    rises = sum(r["direction"] == "rises" and r["p_value"] < 0.05 for r in tested)
+    falls = sum(r["direction"] == "falls" and r["p_holm"] < 0.05 for r in tested)
+    rises = sum(r["direction"] == "rises" and r["p_holm"] < 0.05 for r in tested)
+    raw = sum(r["p_value"] < 0.05 for r in tested)
     blocks.append(("p", f"Jonckheere-Terpstra trend test of the drop across sizes (unit: a mini-game, the mean "
-                        f"over its seeds). Of {len(tested)} testable player-adversary pairs, the drop falls "
-                        f"significantly (p < 0.05) with size for {falls} and rises for {rises}."))
-    header = ["player", "adversary", "mean drop by size (mini-games)", "J", "z", "p", "trend"]
+                        f"over its seeds; J above its mean under no trend: the drop rises with size), by "
+                        f"permutation ({_methods(tested) or 'none computed'}). Of {len(tested)} testable "
+                        f"player-adversary pairs, the drop falls significantly (Holm-adjusted p < 0.05) with size "
+                        f"for {falls} and rises for {rises}; {raw} have a raw p below 0.05."))
+    header = ["player", "adversary", "mean drop by size (mini-games)", "J", "mean J under no trend", "p",
+              "Holm-adjusted p", "trend"]
     cells = [[r["player"], table2.ADVERSARY_LABELS.get(r["adversary"], r["adversary"]),
               ", ".join(f"{size}: {drop:.4f} ({n})" for size, drop, n in zip(r["sizes"], r["mean_drop"],
                                                                                r["minigames"], strict=True)),
-              _num(r["statistic"]), _num(r.get("z"), 3), _pv(r["p_value"]), r["direction"]] for r in rows]
+              _num(r["statistic"]), _num(r["expected_statistic"]), _pv(r["p_value"]), _pv(r.get("p_holm")),
+              r["direction"]] for r in rows]
     return blocks + [("table", header, cells), ("img", "drop_by_size.png", "drop by size and adversary")]
 
 
@@ -114,11 +144,11 @@ def _question_3(answer: dict, figure: bool) -> list[tuple]:
         name = table2.ADVERSARY_LABELS[label]
         by_drop, by_consistency = entry["accuracy_vs_drop"], entry["accuracy_vs_consistency"]
         blocks.append(("p", f"{name}: Spearman's rank correlation across {by_drop['n']} players of clean accuracy "
-                            f"with the mean drop rho = {_num(by_drop['statistic'], 3)}, p = "
-                            f"{_pv(by_drop['p_value'])}; with the mean consistency rho = "
-                            f"{_num(by_consistency['statistic'], 3)}, p = {_pv(by_consistency['p_value'])}"
-                            f"{' (' + by_drop['note'] + ')' if by_drop['note'] else ''}. A negative rho would "
-                            f"mean that the more accurate players are the more robust."))
+                            f"with the mean drop rho = {_num(by_drop['statistic'], 3)}, {_p_pair(by_drop)}; "
+                            f"with the mean consistency rho = {_num(by_consistency['statistic'], 3)}, "
+                            f"{_p_pair(by_consistency)}"
+                            f"{' (' + by_drop['method'] + ')' if by_drop.get('method') else ''}. A negative rho "
+                            f"would mean that the more accurate players are the more robust."))
         header = ["player", "clean acc.", "mean consistency", "mean drop", "max consistency (size, mini-game)",
                   "max drop"]
         blocks.append(("table", header, [
@@ -135,13 +165,27 @@ def _question_4(answer: dict, parts: ReportParts) -> list[tuple]:
     if not answer["family"]:
         return blocks + [("p", "No per-item results: the trials' records predate them and their run folders "
                                "are not here.")]
-    blocks.append(("p", "Kruskal-Wallis test of the per-item dropped share across question families and across "
-                        "question kinds, per player (do some questions break more often than others?). The "
-                        "means per family and kind follow under \"By question family\"."))
-    header = ["player", "families: H", "p", "kinds: H", "p", "item results"]
-    blocks.append(("table", header, [
-        [player, _num(e["statistic"]), _pv(e["p_value"]), _num(answer["kind"][player]["statistic"]),
-         _pv(answer["kind"][player]["p_value"]), str(e["n"])] for player, e in answer["family"].items()]))
+    entries = [e for by_adversary in answer["family"].values() for e in by_adversary.values()]
+    entries += [e for by_adversary in answer["kind"].values() for e in by_adversary.values()]
+    significant = sum(e.get("p_holm") is not None and e["p_holm"] < 0.05 for e in entries)
+    tested = sum(e.get("p_holm") is not None for e in entries)
+    blocks.append(("p", "Kruskal-Wallis test of the dropped share across question families and across question "
+                        "kinds, per player and trained adversary (do some questions break more often than "
+                        "others?). The unit is a distinct item: its dropped share is the mean over the trials "
+                        "(seeds) that played it, and the two adversaries are tested apart, not pooled (p: "
+                        f"{_methods(entries) or 'none computed'}). {significant} of {tested} tests are significant "
+                        "(Holm-adjusted p < 0.05). The means per family and kind follow under \"By question "
+                        "family\" (those pool both trained adversaries and every trial)."))
+    header = ["player", "adversary", "families: H", "p", "Holm-adjusted p", "kinds: H", "p", "Holm-adjusted p",
+              "items"]
+    rows = []
+    for player, by_adversary in answer["family"].items():
+        for label, e in by_adversary.items():
+            kind = answer["kind"].get(player, {}).get(label, {})
+            rows.append([player, table2.ADVERSARY_LABELS.get(label, label), _num(e["statistic"]),
+                         _pv(e["p_value"]), _pv(e.get("p_holm")), _num(kind.get("statistic")),
+                         _pv(kind.get("p_value")), _pv(kind.get("p_holm")), str(e["n"])])
+    blocks.append(("table", header, rows))
     if parts.records_without_items:
         blocks.append(("p", f"{parts.records_without_items} finished trial(s) have no per-item results (older "
                             "records whose run folders are not here) and are left out of this question."))
@@ -152,12 +196,23 @@ def _question_5(rows: list[dict], figure: bool) -> list[tuple]:
     blocks: list[tuple] = [("h2", "5. How small the manipulations are")]
     if not rows:
         return blocks + [("p", "No trial recorded the sizes of its manipulations (older records).")]
-    blocks.append(("p", "Every move of the trained adversaries' evaluations that changed an answer (a "
-                        "successful manipulation): how many objects it moved and how far in all (the sum of the "
-                        "moved objects' move lengths in scene units; the board is 6 wide, one bin 0.3). "
-                        "Mann-Whitney U compares that displacement with the valid moves that changed nothing."))
+    counted = {r["moves"] for r in rows}
+    if counted == {"distinct moves"}:
+        unit = "Each distinct move counts once (the same item with the same objects moved the same way)."
+    else:
+        unit = ("The trials recorded how often each size of move was played, not which moves were the same, so "
+                "the counts are of evaluation moves: a move the policy played again in another evaluation sample "
+                "counts again.")
+    tests = [r["displacement_vs_unchanged"] for r in rows]
+    blocks.append(("p", "The moves of the trained adversaries' evaluations that changed an answer (successful "
+                        "manipulations): how many objects they moved and how far in all (the sum of the moved "
+                        "objects' move lengths in scene units; the board is 6 wide, one bin 0.3). "
+                        f"{unit} The test's unit is the mini-game: per mini-game (its seeds pooled), the mean "
+                        "displacement of the successful moves against that of the valid moves that changed "
+                        "nothing, compared by the Wilcoxon signed-rank test over the mini-games with a successful "
+                        f"move (p: {_methods(tests) or 'not computed'})."))
     header = ["player", "adversary", "successful (dropped)", "one object", "objects mean / median",
-              "displacement mean / median / max", "U", "p", "median vs unchanged"]
+              "displacement mean / median / max", "W", "p", "Holm-adjusted p", "mini-games"]
     cells = []
     for r in rows:
         changed, test = r["changed"], r["displacement_vs_unchanged"]
@@ -167,7 +222,7 @@ def _question_5(rows: list[dict], figure: bool) -> list[tuple]:
                       "n/a" if changed["one_object_share"] is None else f"{changed['one_object_share']:.1%}",
                       f"{_num(objects['mean'], 3)} / {_num(objects['median'], 3)}",
                       f"{_num(moved['mean'], 3)} / {_num(moved['median'], 3)} / {_num(moved['max'], 3)}",
-                      _num(test["statistic"]), _pv(test["p_value"]), test["note"]])
+                      _num(test["statistic"]), _pv(test["p_value"]), _pv(test.get("p_holm")), test["note"]])
     blocks.append(("table", header, cells))
     if figure:
         blocks.append(("img", "manipulation_sizes.png", "moved objects and displacement of successful manipulations"))
@@ -176,7 +231,7 @@ def _question_5(rows: list[dict], figure: bool) -> list[tuple]:
 
 def _question_blocks(parts: ReportParts) -> list[tuple]:
     answers = parts.answers
-    return (_paper_table(parts.rows)
+    return (_paper_table(parts.rows) + _holm_blocks(answers)
             + _question_1(answers["1_adversary_inputs"], parts.figures.get("adversary_inputs", False))
             + _question_2(answers["2_size_trend"])
             + _question_3(answers["3_accuracy_vs_robustness"], parts.figures.get("accuracy_vs_robustness", False))

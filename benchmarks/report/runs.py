@@ -8,6 +8,7 @@ from pathlib import Path
 
 from benchmarks.gallery import Candidate, breaks_a_clevr_rule
 from benchmarks.items_folder import ItemsFolder, read_items_folder
+from benchmarks.table2 import trained_label
 from clevr_game.run_files import RESULT_FILE
 from clevr_game.scene import parse_scene
 
@@ -61,7 +62,7 @@ def _items_dir(folder: Path, result: dict) -> str | None:
 
 
 def item_rows(records: list[dict], runs: list[FinishedRun]) -> list[dict]:
-    """Per-item results of the trained adversary, labelled with player, family and kind.
+    """Per-item results of the trained adversaries, labelled with player, adversary, family and kind.
 
     From each record's `item_results` (so trials.jsonl alone suffices); records of
     older versions without them are read from their run folder's result.json.
@@ -71,7 +72,8 @@ def item_rows(records: list[dict], runs: list[FinishedRun]) -> list[dict]:
     for record in records:
         if "item_results" in record:
             with_results.add(record["trial"])
-            rows += [{"player": record["player"], "item_id": item_id, "family": family, "kind": kind,
+            rows += [{"player": record["player"], "adversary": trained_label(record), "item_id": item_id,
+                      "family": family, "kind": kind,
                       "changed_share": float(changed), "dropped_share": float(dropped)}
                      for item_id, family, kind, changed, dropped in record["item_results"]]
     for run in runs:
@@ -86,7 +88,7 @@ def item_rows(records: list[dict], runs: list[FinishedRun]) -> list[dict]:
                 family = f"family {item['family']}"
             kind = item.get("question_kind") or (run.items.kinds.get(item_id) if run.items else None)
             rows.append({
-                "player": run.record["player"], "item_id": item_id,
+                "player": run.record["player"], "adversary": trained_label(run.record), "item_id": item_id,
                 "family": family or "unknown", "kind": kind or "unknown",
                 "changed_share": float(item.get("changed_share", item.get("changed", 0))),
                 "dropped_share": float(item.get("dropped_share", item.get("dropped", 0))),
