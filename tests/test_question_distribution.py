@@ -16,15 +16,18 @@ also counts the scenes' own variation.
 | program length                     | 3%              | 0.2%       | 1.4% / 0.5%                 |
 | program length, per family         | 3%              | 0.3-1.2%   | 0.6-1.3% / 0.4-1.3%         |
 | mean answer of count questions     | 8%              | 3.3%       | 3.5% / 3.1%                 |
+| the same, per family (7 count)     | 8% to 41%       | 3.7-20%    | 3.6-20% / 3.7-21%           |
 | words per question                 | 3%              | 0.3%       | 1.1% / 0.5%                 |
 | answers: total variation distance  | < 0.03          | 20 seeds: 0.016 +- 0.003 from official.json, whose own seed 1 is 0.012 from it |
 | family shares                      | +- 0.01         | a round robin: under 0.002 here                          |
 
-Each tolerance is the issue's (3%; 8% for the count mean) or twice the noise of the
+Each tolerance is the issue's (3%; 8% for count means) or twice the noise of the
 difference, whichever is larger: the per-family filter counts of six families
 (compare_integer 3.5%, one_hop 4.7%, single_and 3.1%, three_hop 3.9%, two_hop 4.0%,
-zero_hop 5.2%) vary between runs more than 3% allows. This run's largest gaps: zero_hop
-filters +3.6%, compare_integer +2.2%, one_hop +2.0%; the former sampling was 17 to 45% off.
+zero_hop 5.2%) vary between runs more than 3% allows (seeds 0 to 19: 9 pass every 3%
+check, 18 these), and a family's count mean rests on 56 to 453 questions. This run's largest
+gaps: zero_hop filters +3.6%, compare_integer +2.2%, one_hop +2.0%; two_hop's count
+mean -30% (tolerance 37%). The former sampling missed every family's filters by 33 to 45%.
 """
 
 from __future__ import annotations
@@ -83,9 +86,9 @@ SPREAD = json.loads((RESULTS / "seed-spread.json").read_text())["statistics"]
 
 def checked_statistics() -> list[str]:
     names = []
-    for base in ("filters_per_question", "program_length"):
-        names += [base] + [f"{base}/{family}" for family in FAMILIES]
-    return names + ["count_answer_mean", "words_per_question"]
+    for base in ("filters_per_question", "program_length", "count_answer_mean"):
+        names += [base] + [name for name in OFFICIAL if name.startswith(f"{base}/")]
+    return names + ["words_per_question"]
 
 
 def tolerance(name: str) -> float:
