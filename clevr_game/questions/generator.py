@@ -11,11 +11,12 @@ scene is balanced as a whole:
   Template and answer counts restart every `reset_every` scenes (CLEVR: 250).
   Descriptions name as many attributes as CLEVR's do, needed or not; the text
   uses CLEVR's synonyms and drops "other" by CLEVR's heuristic.
-- `minimal` (the project's own templates' default): descriptions name only the
-  attributes needed, relations and filters always remove something (search.py,
-  evaluate.py). Templates are tried least-used first (ties in random order),
-  each at most once per pass, until enough questions are found; a template
-  that finds nothing on a scene is not tried again on it.
+- `minimal` (the default here, and `generate`'s for the project's own templates):
+  descriptions name only the attributes needed, relations and filters always
+  remove something (search.py, evaluate.py). Templates are tried least-used
+  first (ties in random order), each at most once per pass, until enough
+  questions are found; a template that finds nothing on a scene is not tried
+  again on it.
 
 Either way a scene never gets the same program twice.
 """

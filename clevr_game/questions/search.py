@@ -1,5 +1,6 @@
-"""Instantiate one template on one scene: a randomised depth-first search over its params.
+"""Instantiate one template on one scene, `minimal` sampling: a randomised depth-first search over its params.
 
+(`clevr` sampling, CLEVR's own generator's distribution, is clevr_search.py; the plan is shared.)
 Only valid choices are ever enumerated: a filter node offers exactly the keys
 whose every value is needed (and, for `unique`, that match one object), so the
 search rarely backtracks. At the last node with params every remaining node is
