@@ -267,35 +267,18 @@ def _describe(histogram: dict[float, int]) -> dict:
             "max": float(values.max())}
 
 
-def _move_key(record: dict) -> tuple:
-    """What makes two evaluation moves the same move: the item and which object went where (in any order)."""
-    moved = sorted((int(o), round(float(dx), 6), round(float(dy), 6)) for o, dx, dy in record["moves"] if dx or dy)
-    return record["item_id"], tuple(moved)
-
-
 def distinct_move_sizes(manipulations: list[dict]) -> dict[str, dict[str, dict[str, int]]]:
     """The histograms of `benchmarks.trials.manipulation_sizes`, over distinct moves instead of evaluation moves.
 
     `manipulations` are the lines of a trial's manipulations.jsonl: the final
     policy is sampled many times per item and often plays the same move again,
     which then counts once (its outcome is the same: same scene, same player).
-    A trial record that keeps these under `manipulation_sizes["distinct"]` has
-    question 5 counted over distinct moves.
+    Trial records keep these under `manipulation_sizes["distinct"]`, and
+    question 5 is then counted over distinct moves.
     """
-    from collections import Counter
+    from benchmarks.trials import move_key, size_histograms
 
-    from agents.evaluation import moved_objects, total_displacement
-
-    unique = {_move_key(record): record for record in manipulations}
-    sizes: dict[str, dict[str, Counter]] = {kind: {"moved_objects": Counter(), "displacement": Counter()}
-                                            for kind in ("valid", "changed", "dropped")}
-    for record in unique.values():
-        for kind in ("valid", "changed", "dropped"):
-            if kind == "valid" or record.get(kind):
-                sizes[kind]["moved_objects"][str(moved_objects(record["moves"]))] += 1
-                sizes[kind]["displacement"][f"{total_displacement(record['moves']):.4f}"] += 1
-    return {kind: {name: dict(sorted(counts.items())) for name, counts in by_name.items()}
-            for kind, by_name in sizes.items()}
+    return size_histograms(list({move_key(record): record for record in manipulations}.values()))
 
 
 def _unchanged(sizes: list[dict]) -> dict[float, int]:

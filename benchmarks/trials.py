@@ -316,20 +316,33 @@ def manipulation_sizes(path: Path) -> dict[str, dict[str, dict[str, int]]]:
     valid move of the evaluation: `valid`), those that changed an answer
     (`changed`) and those that broke a right one (`dropped`); the total
     displacement is the sum of the moved objects' move lengths, to 4 decimals.
+    `distinct` holds the same histograms over distinct moves: the final policy is
+    sampled many times per item and often plays one move again, which a test must
+    count once.
     """
-    import json
+    from clevr_game.jsonl import json_lines
 
+    records = [record for _, record in json_lines(path)] if path.is_file() else []
+    return {**size_histograms(records), "distinct": size_histograms(list({move_key(r): r for r in records}.values()))}
+
+
+def move_key(record: dict[str, Any]) -> tuple:
+    """What makes two evaluation moves the same move: the item and which object went where (in any order)."""
+    moved = sorted((int(o), round(float(dx), 6), round(float(dy), 6)) for o, dx, dy in record["moves"] if dx or dy)
+    return record["item_id"], tuple(moved)
+
+
+def size_histograms(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """`valid` / `changed` / `dropped` -> moved objects and total displacement -> count, over manipulation records."""
     from agents.evaluation import moved_objects, total_displacement
 
     sizes: dict[str, dict[str, Counter]] = {kind: {"moved_objects": Counter(), "displacement": Counter()}
                                             for kind in ("valid", "changed", "dropped")}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            for kind in ("valid", "changed", "dropped"):
-                if kind == "valid" or record.get(kind):
-                    sizes[kind]["moved_objects"][str(moved_objects(record["moves"]))] += 1
-                    sizes[kind]["displacement"][f"{total_displacement(record['moves']):.4f}"] += 1
+    for record in records:
+        for kind in ("valid", "changed", "dropped"):
+            if kind == "valid" or record.get(kind):
+                sizes[kind]["moved_objects"][str(moved_objects(record["moves"]))] += 1
+                sizes[kind]["displacement"][f"{total_displacement(record['moves']):.4f}"] += 1
     return {kind: {name: dict(sorted(counts.items())) for name, counts in by_name.items()}
             for kind, by_name in sizes.items()}
 

@@ -7,6 +7,8 @@ as often as it repeats) and every sign flip of the paired differences.
 
 from __future__ import annotations
 
+import json
+
 import itertools
 import math
 
@@ -237,3 +239,16 @@ def test_identical_moves_count_once_in_question_five():
     assert with_distinct[0]["moves"] == "distinct moves" and with_distinct[0]["changed"]["objects"]["count"] == 2
     without = table2.manipulation_summary([{**record, "manipulation_sizes": sizes}])
     assert without[0]["moves"] == "evaluation moves" and without[0]["changed"]["objects"]["count"] == 4
+
+
+def test_a_trial_records_its_distinct_moves(tmp_path):
+    from benchmarks.trials import manipulation_sizes
+
+    move = {"item_id": "1:2", "moves": [[0, 0.3, 0.0]], "valid": True, "changed": True, "dropped": True}
+    other = {"item_id": "1:2", "moves": [[1, 0.0, 0.6]], "valid": True, "changed": False, "dropped": False}
+    path = tmp_path / "manipulations.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (move, move, move, other)) + "\n")
+    sizes = manipulation_sizes(path)
+    assert sizes["valid"]["moved_objects"] == {"1": 4} and sizes["dropped"]["displacement"] == {"0.3000": 3}
+    assert sizes["distinct"]["valid"]["moved_objects"] == {"1": 2}
+    assert sizes["distinct"]["dropped"]["displacement"] == {"0.3000": 1}
