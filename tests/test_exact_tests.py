@@ -7,9 +7,8 @@ as often as it repeats) and every sign flip of the paired differences.
 
 from __future__ import annotations
 
-import json
-
 import itertools
+import json
 import math
 
 import numpy as np
