@@ -33,7 +33,7 @@ from players.registry import PLAYER_SPEC_HELP, add_input_options, input_from_arg
 from players.tunables import TUNABLES as TUNABLES  # re-exported: the tests read it here
 from players.tunables import given_tunables
 
-TRAINABLE = ("state-transformer", "state-rn")
+TRAINABLE = ("state-transformer", "state-rn", "blind")
 MAX_WEIGHT_DECAY = 10.0
 """Decoupled weight decay (the trainers' defaults are 0.01 and 1e-4)."""
 PIXEL_TRAINABLE = ("pixel-rn", "film", "neuro-symbolic", "object-transformer")  # trained by players.pixel.commands

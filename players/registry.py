@@ -318,9 +318,13 @@ def _player_file(path: str, **kwargs: Any) -> Player:
         classes = {cls.kind: cls for cls in (PixelRelationNetworkPlayer, FiLMPlayer, NeuroSymbolicPlayer,
                                              ObjectTransformerPlayer)}
         return classes[pixel_kind](path, **kwargs)
+    from players.state.blind import BlindPlayer
+    from players.state.checkpoint import load_player_file
     from players.state.player import StatePlayer
 
-    return StatePlayer(path, **kwargs)  # the base class takes a state file of either kind
+    if load_player_file(path).kind == BlindPlayer.kind:  # sent no scene, as the shipped `blind` is
+        return BlindPlayer(path, **kwargs)
+    return StatePlayer(path, **kwargs)  # the base class takes a state file of either scene-reading kind
 
 
 def _pixel_file_kind(path: str) -> str | None:
@@ -342,6 +346,16 @@ def _pixel_file_kind(path: str) -> str | None:
 
 register("state-transformer", _state_player("StateTransformerPlayer"))
 register("state-rn", _state_player("StateRelationNetworkPlayer"))
+
+
+def _blind(**kwargs: Any) -> Player:
+    # Imported on first use, like the state players.
+    from players.state.blind import BlindPlayer
+
+    return BlindPlayer(**kwargs)
+
+
+register("blind", _blind)
 
 
 def _pixel_player(class_name: str) -> PlayerFactory:

@@ -1,8 +1,9 @@
-"""The two state-input networks: a transformer over object and word tokens, and a relation network.
+"""The state-input networks: a transformer over object and word tokens, a relation network, and the
+question-only floor (`blind`).
 
-Both read the same batch (`StateBatch`): object positions, attribute ids and
-presence from `players.state.features`, and question word ids; both return
-logits over the answer classes. A config is a plain dataclass so a checkpoint
+All read the same batch (`StateBatch`): object positions, attribute ids and
+presence from `players.state.features`, and question word ids; all return
+logits over the answer classes (the question-only network reads the words alone). A config is a plain dataclass so a checkpoint
 stores it as a dict.
 """
 
@@ -232,14 +233,49 @@ class StateRelationNetwork(nn.Module):
         return self.f(self.relations(batch)[0])
 
 
+@dataclass(frozen=True)
+class QuestionOnlyConfig:
+    word_width: int = 64
+    question_width: int = 128
+    hidden: int = 256
+    dropout: float = 0.1
+
+
+class QuestionOnlyNetwork(nn.Module):
+    """The question alone: an LSTM over the words, then an MLP (CLEVR's "LSTM" baseline, Johnson et al. 2017).
+
+    It is the floor of every accuracy table: what a player gets from the wording and
+    the answer priors without looking. The object fields of the batch are never read,
+    so no scene can change an answer.
+    """
+
+    def __init__(self, config: QuestionOnlyConfig, vocabulary_size: int, answer_count: int):
+        super().__init__()
+        self.config = config
+        self.words = nn.Embedding(vocabulary_size, config.word_width, padding_idx=0)
+        self.question = nn.LSTM(config.word_width, config.question_width, batch_first=True)
+        self.head = nn.Sequential(
+            nn.Linear(config.question_width, config.hidden), nn.ReLU(), nn.Dropout(config.dropout),
+            nn.Linear(config.hidden, answer_count),
+        )
+
+    def forward(self, batch: StateBatch) -> torch.Tensor:
+        words = batch.words
+        outputs, _ = self.question(self.words(words))
+        # Forward-only LSTM: its output at the last real word has not seen the padding after it.
+        last = ((words != 0).sum(dim=1) - 1).clamp(min=0)
+        return self.head(outputs[torch.arange(words.shape[0], device=words.device), last])
+
+
 KINDS: dict[str, tuple[type[nn.Module], type]] = {
     "transformer": (StateTransformer, TransformerConfig),
     "relation-network": (StateRelationNetwork, RelationNetworkConfig),
+    "question-only": (QuestionOnlyNetwork, QuestionOnlyConfig),
 }
 
 
 def build_model(kind: str, config: dict[str, Any], vocabulary_size: int, answer_count: int) -> nn.Module:
-    """A fresh network of `kind` ('transformer' or 'relation-network') from a config dict."""
+    """A fresh network of `kind` ('transformer', 'relation-network' or 'question-only') from a config dict."""
     try:
         model_class, config_class = KINDS[kind]
     except KeyError:

@@ -39,7 +39,9 @@ from players.state.data import QuestionTensors, concatenate, tensorise
 from players.state.features import ANSWERS
 from players.state.models import build_model, parameter_count
 
-PLAYER_KINDS: dict[str, str] = {"state-transformer": "transformer", "state-rn": "relation-network"}
+PLAYER_KINDS: dict[str, str] = {
+    "state-transformer": "transformer", "state-rn": "relation-network", "blind": "question-only",
+}
 """Player name -> model kind."""
 
 BUCKET_BATCHES = 32
