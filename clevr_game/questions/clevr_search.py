@@ -39,7 +39,7 @@ import numpy as np
 
 from clevr_game.questions.evaluate import INVALID, apply_fixed, finish_selection, format_answer
 from clevr_game.questions.facts import GenerationFacts
-from clevr_game.questions.search import Found, Plan, Step
+from clevr_game.questions.search import Found, Plan, Step, assign_values
 from clevr_game.vocab import RELATIONS
 
 TRIVIAL_SHARE = 0.1
@@ -198,15 +198,7 @@ class ClevrSearch:
 
     def _assign(self, step: Step, option: Option, values: dict[str, str | None]) -> dict[str, str | None]:
         relation, choice, _ = option
-        values = dict(values)
-        if step.relation_name is not None:
-            values[step.relation_name] = relation
-        if step.kind in ("filter", "relate_filter"):
-            for name, value in zip(step.names, self.facts.table.keys[choice], strict=True):
-                values[name] = value
-        elif step.kind == "filter_value":
-            values[step.names[0]] = choice
-        return values
+        return assign_values(step, self.facts, relation, choice, values)
 
     @staticmethod
     def _keeps_out_neq(step: Step, output: Any, outputs: list[Any]) -> bool:

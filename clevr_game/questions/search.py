@@ -61,6 +61,20 @@ class Plan:
     has_raw_relate: bool
 
 
+def assign_values(step: Step, facts: GenerationFacts, relation: str | None, choice: Any,
+                  values: dict[str, str | None]) -> dict[str, str | None]:
+    """`values` with the params `step` sets by choosing `relation` and `choice` (a key index or a value)."""
+    values = dict(values)
+    if step.relation_name is not None:
+        values[step.relation_name] = relation
+    if step.kind in ("filter", "relate_filter"):
+        for name, value in zip(step.names, facts.table.keys[choice], strict=True):
+            values[name] = value
+    elif step.kind == "filter_value":
+        values[step.names[0]] = choice
+    return values
+
+
 @dataclass
 class Found:
     values: dict[str, str | None]
@@ -165,15 +179,7 @@ class Search:
 
     def _assign(self, step: Step, option: Option, values: dict[str, str | None]) -> dict[str, str | None]:
         relation, choice, _, _ = option
-        values = dict(values)
-        if step.relation_name is not None:
-            values[step.relation_name] = relation
-        if step.kind in ("filter", "relate_filter"):
-            for name, value in zip(step.names, self.facts.table.keys[choice], strict=True):
-                values[name] = value
-        elif step.kind == "filter_value":
-            values[step.names[0]] = choice
-        return values
+        return assign_values(step, self.facts, relation, choice, values)
 
     def _keeps_constraints(self, step: Step, selection: Any, selections: list[Any]) -> bool:
         return all(selections[j] != selection for j in step.out_neq)
