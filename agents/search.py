@@ -32,12 +32,19 @@ class SearchResult:
     candidates: int
     flipped: Outcome | None
     certified_robust: bool
+    player_errors: int = 0
+    """Candidates whose answer failed: a search that met one and found no flip proves nothing."""
+
+    @property
+    def scored(self) -> bool:
+        """A flip found, or a search whose every candidate got an answer (a failed one could have been the flip)."""
+        return self.flipped is not None or self.player_errors == 0
 
     def to_json(self) -> dict:
         return {
             "item_id": self.item_id, "queries": self.queries, "candidates": self.candidates,
             "flipped": self.flipped is not None, "dropped": bool(self.flipped and self.flipped.dropped),
-            "certified_robust": self.certified_robust,
+            "certified_robust": self.certified_robust, "player_errors": self.player_errors,
             "moves": self.flipped.moves if self.flipped else None,
         }
 
@@ -90,7 +97,7 @@ class SearchAdversary:
         source = {"greedy": lambda: _greedy(n), "exhaustive": lambda: _exhaustive(n),
                   "random": lambda: _random(self.rng)}[strategy]()
         heads = np.arange(MAX_OBJECTS)[None]  # identity: head k moves object k
-        queries = candidates = 0
+        queries = candidates = errors = 0
         exhausted = False
         while queries < self.budget and candidates < self.max_candidates:
             # No chunk larger than the budget left: every valid candidate is a player query.
@@ -101,8 +108,10 @@ class SearchAdversary:
             candidates += len(chunk)
             outcomes = self.game.play(np.full(len(chunk), index), np.repeat(heads, len(chunk), 0), np.stack(chunk))
             queries += sum(o.valid and bool(o.moves) for o in outcomes)
+            errors += sum(not o.counted for o in outcomes)
             flipped = next((o for o in outcomes if o.changed), None)
             if flipped is not None:
-                return SearchResult(item.item_id, queries, candidates, flipped, False)
-        certified = strategy == "exhaustive" and exhausted
-        return SearchResult(item.item_id, queries, candidates, None, certified)
+                return SearchResult(item.item_id, queries, candidates, flipped, False, errors)
+        # A failed answer may have hidden the flip: nothing is certified past one.
+        certified = strategy == "exhaustive" and exhausted and errors == 0
+        return SearchResult(item.item_id, queries, candidates, None, certified, errors)

@@ -370,9 +370,18 @@ def _search(trial: dict[str, Any]) -> dict[str, float]:
             results = [search.attack(i) for i in range(len(pool))]
         except PlayerGaveUp as exc:
             raise PlayerFailedRun(f"search baseline: {exc}", player.count) from None
-    flipped = [r.flipped for r in results]
+        count = player.count
+    # The evaluation's rule: an item whose search met a failed answer and found no flip is unscored.
+    scored = [r for r in results if r.scored]
+    errors, asked = sum(r.player_errors for r in results), sum(r.queries for r in results)
+    limit = trial.get("max_error_rate", DEFAULT_MAX_ERROR_RATE)
+    if (asked and errors / asked > limit) or not scored:
+        raise PlayerFailedRun(f"search baseline: {errors} of {asked} queries on moved scenes failed, "
+                              f"{len(results) - len(scored)} of {len(results)} items unscored "
+                              f"(--max-error-rate {limit:g})", count)
     return {
-        "consistency": sum(f is not None for f in flipped) / len(results),
-        "drop": sum(bool(f and f.dropped) for f in flipped) / len(results),
+        "consistency": sum(r.flipped is not None for r in scored) / len(scored),
+        "drop": sum(bool(r.flipped and r.flipped.dropped) for r in scored) / len(scored),
         "queries": sum(r.queries for r in results) / len(results),
+        **({"player_errors": errors, "unscored_items": len(results) - len(scored)} if errors else {}),
     }

@@ -123,3 +123,32 @@ def test_play_line_leaves_out_an_item_with_a_failed_answer():
     assert summary.unscored_items == 1 and summary.counted == 2
     assert summary.last_line() == "consistency: 0.5000 drop: 0.5000 invalid: 0.0000 unscored: 1 accuracy: 1.0000"
     assert summary.failure(0.05) is not None and summary.failure(0.5) is None
+
+
+def test_a_search_that_met_failed_answers_certifies_nothing_and_is_unscored(tmp_path):
+    from agents.search import SearchAdversary
+    from envs.game import Game
+    from envs.items import ItemPool, load_items
+    from players.oracle import OraclePlayer
+    from players.protocol import Answer, Player
+
+    generate_dataset(tmp_path, 2, 1, seed=4, min_objects=1, max_objects=1, progress=False)
+    pool = ItemPool(load_items(tmp_path))
+    originals = {it.item_id: [o.coords for o in it.scene.objects] for it in pool.items}
+
+    class ErrsWhenMoved(Player):
+        needs = OraclePlayer.needs
+        name = "errs-when-moved"
+
+        def answer_batch(self, queries):
+            right = OraclePlayer().answer_batch(queries)
+            return [a if [o.coords for o in q.scene.objects] == originals[q.item_id]
+                    else Answer(q.item_id, None, error="fooled, and says so by failing")
+                    for q, a in zip(queries, right, strict=True)]
+
+    for player, scored in ((OraclePlayer(), True), (ErrsWhenMoved(), False)):
+        search = SearchAdversary(Game(pool, player), budget=100, strategy="exhaustive")
+        result = search.attack(0)
+        assert result.flipped is None and result.candidates == 48  # one object: every joint move tried
+        assert result.scored is scored and result.certified_robust is scored
+        assert (result.player_errors > 0) is not scored
