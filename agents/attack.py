@@ -206,10 +206,11 @@ def _run_attack(options: AttackOptions) -> dict:
                                options.eval_samples, seed=options.seed + 1)
             random = evaluate(game, everyone, random_actions(options.seed + 2), options.eval_samples,
                               seed=options.seed + 1)
-            random_valid = None
+            random_valid = random_valid_items = None
             if options.random_valid and options.mode == "displacement":
-                random_valid = scores(evaluate(game, everyone, random_valid_actions(game, options.seed + 3),
-                                               options.eval_samples, seed=options.seed + 1))
+                random_valid_items = evaluate(game, everyone, random_valid_actions(game, options.seed + 3),
+                                              options.eval_samples, seed=options.seed + 1)
+                random_valid = scores(random_valid_items)
         except PlayerGaveUp as exc:
             raise PlayerFailedRun(str(exc), combined(earlier, player.count)) from None
         count = combined(earlier, player.count)
@@ -235,6 +236,9 @@ def _run_attack(options: AttackOptions) -> dict:
         "eval_samples": options.eval_samples,
         "items": [r.to_json() for r in trained],
         "random_items": [{"item_id": r.item_id, "changed": r.changed, "dropped": r.dropped} for r in random],
+        # Per scored item, the share of random valid moves that broke its right answer (per-family baselines).
+        "random_valid_items": [{"item_id": r.item_id, "dropped_share": r.dropped_share}
+                               for r in random_valid_items or [] if r.scored],
         "history": asdict(history),
         "evaluated_update": evaluated_update,
         "visibility_checked": bool(env.game.check_visibility),

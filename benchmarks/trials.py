@@ -23,7 +23,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from clevr_game.run_files import MANIPULATIONS_FILE, RUN_OPTIONS_FILE
+from clevr_game.run_files import MANIPULATIONS_FILE, RUN_OPTIONS_FILE, SEARCH_MANIPULATIONS_FILE
 from clevr_game.scene import read_json
 from players.guard import DEFAULT_MAX_ERROR_RATE, DEFAULT_MAX_FAILURES
 from players.registry import INPUT_OPTIONS
@@ -72,6 +72,8 @@ class Plan:
     image_size: str | None = None
     render_preset: str | None = None
     send_image: str | None = None
+    first_seed: int = 0
+    """The seeds of a mini-game are first_seed, first_seed + 1, ...: `evaluate --seed S` plays other seeds."""
 
     def manifest(self, size: int) -> Path:
         return Path(self.out) / "minigames" / f"size_{size}.json"
@@ -94,7 +96,7 @@ class Plan:
                 for size in self.sizes:
                     budget = self.budget(size)
                     for minigame in range(budget.minigames):
-                        for seed in range(budget.seeds):
+                        for seed in range(self.first_seed, self.first_seed + budget.seeds):
                             trial_id = f"{player_slug(player)}{seen_as}__size{size}__mg{minigame}__seed{seed}"
                             trials.append({
                                 "trial": trial_id, "player": player, "player_weights": digests[player],
@@ -115,7 +117,8 @@ class Plan:
                                 # first seed of the first adversary.
                                 "search_budget": ((self.search_budget if budget.search_budget is None
                                                    else budget.search_budget)
-                                                  if seed == 0 and adversary == self.adversaries[0] else 0),
+                                                  if seed == self.first_seed and adversary == self.adversaries[0]
+                                                  else 0),
                                 # Like the random adversary's row, the random valid one comes from the
                                 # first adversary's trials; for pixel players each of its moves is rendered.
                                 "random_valid": adversary == self.adversaries[0],
@@ -279,6 +282,9 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
         record["random_valid_drop"] = result["random_valid_drop"]
         record["random_valid_invalid"] = result["random_valid_invalid"]
     record["item_results"] = item_results(result, trial["items"])
+    if result.get("random_valid_items"):
+        record["random_valid_item_results"] = [[r["item_id"], round(float(r["dropped_share"]), 6)]
+                                               for r in result["random_valid_items"]]
     record["manipulation_sizes"] = manipulation_sizes(Path(trial["run"]) / MANIPULATIONS_FILE)
     if trial["search_budget"]:
         record["search"] = _search(trial)
@@ -379,9 +385,27 @@ def _search(trial: dict[str, Any]) -> dict[str, float]:
         raise PlayerFailedRun(f"search baseline: {errors} of {asked} queries on moved scenes failed, "
                               f"{len(results) - len(scored)} of {len(results)} items unscored "
                               f"(--max-error-rate {limit:g})", count)
+    _write_search_flips([r.flipped for r in results if r.flipped is not None],
+                        Path(trial["run"]) / SEARCH_MANIPULATIONS_FILE)
     return {
         "consistency": sum(r.flipped is not None for r in scored) / len(scored),
         "drop": sum(bool(r.flipped and r.flipped.dropped) for r in scored) / len(scored),
         "queries": sum(r.queries for r in results) / len(results),
+        # Per scored item, whether the search broke its right answer: the card's per-family figures.
+        "item_results": [[r.item_id, int(bool(r.flipped and r.flipped.dropped))] for r in scored],
         **({"player_errors": errors, "unscored_items": len(results) - len(scored)} if errors else {}),
     }
+
+
+def _write_search_flips(flips: list[Any], path: Path) -> None:
+    """The search's flips as manipulation records, beside the trained adversary's (the card reads both)."""
+    import json
+
+    from clevr_game.atomic import open_atomic
+    from clevr_game.export import manipulation_record
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_atomic(path) as handle:
+        for o in flips:
+            handle.write(json.dumps(manipulation_record(o.item_id, o.moves, o.old_answer, o.new_answer,
+                                                        o.true_answer, o.changed, o.dropped, o.new_scene)) + "\n")

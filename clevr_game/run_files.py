@@ -22,3 +22,6 @@ MINIGAMES_FILE = "minigames.json"
 
 TRIALS_FILE = "trials.jsonl"
 """A benchmark's trial records, one a line, sorted by trial id."""
+
+SEARCH_MANIPULATIONS_FILE = "search_manipulations.jsonl"
+"""In a benchmark trial's run folder: the greedy search baseline's flips, one manipulation record a line."""

@@ -350,6 +350,15 @@ class Game:
             missing = [i for i in missing if i not in self._old_answers]
         return [cached[i] for i in keys]
 
+    def answers_about(self, items: Sequence[Item], scenes: Sequence[Scene]) -> list[Answer]:
+        """The player's answers to each item's question asked about the scene beside it, not cached.
+
+        Any scene: the robustness card's blind pass asks each question about another item's scene.
+        """
+        if self.player is None:
+            raise InputError("this game has no player to ask")
+        return self.player.answer_batch(self._queries(list(items), list(scenes)))
+
     def adopt_old_answers(self, other: Game) -> None:
         """Take over `other`'s successful unmoved answers for the items both pools hold."""
         index_of = {item.item_id: i for i, item in enumerate(self.pool.items)}
