@@ -28,6 +28,7 @@ COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("envs.commands", "add_game_commands", ("play",)),
     ("agents.commands", "add_attack_commands", ("attack",)),
     ("benchmarks.commands", "add_benchmark_commands", ("benchmark", "report")),
+    ("benchmarks.card.commands", "add_card_commands", ("evaluate", "leaderboard")),
     ("envs.poc_commands", "add_poc_commands", ("poc",)),
     ("clevr_game.export.commands", "add_export_commands", ("export",)),
     ("experiments.commands", "add_adversarial_training_commands", ("adversarial-training",)),

@@ -58,7 +58,7 @@ def test_items_scenes_and_budget_ids(protocol: Protocol, items: list) -> None:
     manifests = {size: MiniGames.load(protocol.manifest(size)) for size in (10, 100)}
     assert quick == [i for game in manifests[10].games[:4] for i in game] + [
         i for game in manifests[100].games[:2] for i in game]
-    with pytest.raises(InputError, match="budgets: quick, standard"):
+    with pytest.raises(InputError, match="budgets: smoke, quick, standard"):
         protocol.item_ids("huge")
 
 

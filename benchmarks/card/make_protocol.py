@@ -57,6 +57,9 @@ DEAL: tuple[tuple[int, int, int], ...] = ((10, 10, 1), (100, 5, 2))
 """(mini-game size, mini-games, questions per scene), dealt in this order: size 10 first."""
 
 BUDGETS: dict[str, dict[str, Any]] = {
+    # Does a player plug in at all? Two mini-games, a few hundred steps: about a minute, figures too thin to judge by.
+    "smoke": {"sizes": [{"size": 10, "minigames": 2, "seeds": 1}],
+              "steps_per_item": 26, "eval_samples": 4, "search_budget": 5, "pixel_adversary": False},
     "quick": {"sizes": [{"size": 10, "minigames": 4, "seeds": 1}, {"size": 100, "minigames": 2, "seeds": 1}],
               "steps_per_item": 500, "eval_samples": 16, "search_budget": 20, "pixel_adversary": False},
     "standard": {"sizes": [{"size": 10, "minigames": 10, "seeds": 2}, {"size": 100, "minigames": 5, "seeds": 2}],
@@ -107,7 +110,7 @@ The same command writes the same bytes. It
    (CLEVR template files) for a size-100 scene where it has them;
 4. writes only the dealt scenes and their questions.
 
-The budgets (`quick`, `standard`) play the first mini-games of each size, in the
+The budgets (`smoke`, `quick`, `standard`) play the first mini-games of each size, in the
 manifests' order.
 
 ## Licence

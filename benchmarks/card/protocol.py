@@ -28,7 +28,7 @@ PROTOCOLS_DIR = DATA_DIR / "protocols"
 PROTOCOL_FILE = "protocol.json"
 
 _FROZEN_SHA256 = {
-    "clevr-robust-v1": "6fc45b011acf4afbd0a24b0aa7cab8c9e23d56ae5189dc5fbfbfbaefbfd36bf8",
+    "clevr-robust-v1": "554d6975e42a69024360afc2a95f0650e16951572a3ef26c810f9caf4724a3f3",
 }
 """sha256 of each shipped protocol.json: its own hashes guard the other files, this guards it (and the budgets)."""
 

@@ -1,0 +1,1 @@
+"""The robustness card: `clevr-game evaluate` on the frozen protocol, and the leaderboard of cards."""
