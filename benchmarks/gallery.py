@@ -110,9 +110,14 @@ def pick(candidates: list[Candidate], size: int = GALLERY_SIZE, *, one_per_playe
     return sorted(chosen, key=lambda c: c.order)
 
 
-def draw_gallery(chosen: list[Candidate], folder: Path, preset: str) -> tuple[list[dict], str | None]:
-    """Write gallery_K.png per entry; returns their captions and a note when rendering fell back."""
-    for stale in folder.glob("gallery_*.png"):
+def draw_gallery(chosen: list[Candidate], folder: Path, preset: str, *,
+                 stem: str = "gallery") -> tuple[list[dict], str | None]:
+    """Write STEM_K.png per entry; returns their captions and a note when rendering fell back.
+
+    `stem`: the file names' prefix; earlier STEM_*.png in `folder` are removed first,
+    so a shorter gallery leaves no picture of the last one behind.
+    """
+    for stale in folder.glob(f"{stem}_*.png"):
         stale.unlink()
     if not chosen:
         return [], None
@@ -125,7 +130,7 @@ def draw_gallery(chosen: list[Candidate], folder: Path, preset: str) -> tuple[li
                     "it shows schematic top views instead.")
     captions = []
     for k, candidate in enumerate(chosen):
-        name = f"gallery_{k}.png"
+        name = f"{stem}_{k}.png"
         if images is not None:
             _rendered_figure(candidate, *images[k], folder / name)
         else:
