@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
+    from benchmarks.card.manipulations import update_results_folder
     from benchmarks.presets import PRESETS, preset_plan
     from benchmarks.provenance import run_info, write_run_info
     from benchmarks.report import build_report
@@ -75,6 +76,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     # The folder may hold other players' trials too (--players): the last line counts this plan's.
     records = {trial_id: record for trial_id, record in records.items() if trial_id in planned}
     failed = sum("error" in r for r in records.values())
+    update_results_folder(out, list(records.values()), Path(plan.items))
     md, page = build_report(out, gallery_preset=args.gallery_preset)
     if failed:
         print(f"{failed} trial(s) failed; their errors are in {md} (Failed trials) and {out / TRIALS_FILE}",

@@ -68,15 +68,22 @@ def other_scene_items(items: list[Item], seed: int) -> list[int]:
     return chosen
 
 
-def clean_and_blind(game: Any, items: list[Item], seed: int) -> tuple[Accuracy, Accuracy]:
-    """Accuracy of the game's player on `items` with their own scenes, and with other items' scenes."""
+def clean_and_blind(game: Any, blind_game: Any, items: list[Item], seed: int) -> tuple[Accuracy, Accuracy]:
+    """Accuracy of the player on `items` with their own scenes (`game`), and with other items' scenes.
+
+    A question asked about another scene may have no answer there (it names an object
+    that scene lacks): a player that says so, as the reference executor does, has not
+    failed. So the blind pass goes through `blind_game` (the player without its failure
+    limit) and a failed blind answer counts as a wrong one, reported in `errors`.
+    """
     own = game.answers_about(items, [item.scene for item in items])
     swapped = other_scene_items(items, seed)
-    blind = game.answers_about(items, [items[j].scene for j in swapped])
-    return _accuracy(items, own), _accuracy(items, blind)
+    blind = blind_game.answers_about(items, [items[j].scene for j in swapped])
+    return _accuracy(items, own), _accuracy(items, blind, failed_is_wrong=True)
 
 
-def _accuracy(items: list[Item], answers: list[Any]) -> Accuracy:
+def _accuracy(items: list[Item], answers: list[Any], *, failed_is_wrong: bool = False) -> Accuracy:
     answered = [(item, answer) for item, answer in zip(items, answers, strict=True) if answer.ok]
     correct = sum(answer.text == item.answer for item, answer in answered)
-    return Accuracy(correct, len(answered), len(items) - len(answered))
+    errors = len(items) - len(answered)
+    return Accuracy(correct, len(items) if failed_is_wrong else len(answered), errors)

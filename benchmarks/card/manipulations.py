@@ -56,17 +56,21 @@ def breaks_of_trial(record: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def collect(records: list[dict[str, Any]], items_folder: Path) -> list[dict[str, Any]]:
-    """The card's manipulation lines from the finished trials, distinct and sorted."""
+    """The manipulation lines of the finished trials, distinct and sorted (player, adversary, size, mini-game,
+    seed, item, moves); a benchmark's results folder keeps the same lines for every player."""
     questions, scenes = question_records(items_folder), scene_records(items_folder)
     lines: dict[tuple, dict[str, Any]] = {}
     for record in records:
+        if "error" in record:
+            continue
         for adversary, move in breaks_of_trial(record):
-            key = (adversary, record["size"], record["minigame"], record["seed"], move["item_id"], _move_key(move))
+            key = (record["player"], adversary, record["size"], record["minigame"], record["seed"], move["item_id"],
+                   _move_key(move))
             if key in lines:
                 continue
             question = questions[move["item_id"]]
             lines[key] = {
-                "item_id": move["item_id"], "adversary": adversary, "size": record["size"],
+                "item_id": move["item_id"], "trial": record["trial"], "player": record["player"], "adversary": adversary, "size": record["size"],
                 "minigame": record["minigame"], "seed": record["seed"],
                 "question": question, "original_scene": scenes[question["image_index"]],
                 "moved_scene": move["scene"],
@@ -75,7 +79,7 @@ def collect(records: list[dict[str, Any]], items_folder: Path) -> list[dict[str,
                 "true_answer": move["true_answer"], "old_answer": move["old_answer"],
                 "new_answer": move["new_answer"],
             }
-    return [lines[key] for key in sorted(lines, key=lambda k: (k[0], k[1], k[2], k[3], _id_order(k[4]), k[5]))]
+    return [lines[key] for key in sorted(lines, key=lambda k: (*k[:5], _id_order(k[5]), k[6]))]
 
 
 def _id_order(item_id: str) -> tuple[int, ...]:
@@ -109,3 +113,24 @@ def write_lines(lines: list[dict[str, Any]], path: Path) -> None:
     with open_atomic(path) as handle:
         for line in lines:
             handle.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def update_results_folder(out: Path, records: list[dict[str, Any]], items_folder: Path) -> int:
+    """OUT/manipulations.jsonl of a benchmark: every dropped move of its finished trials, whole; returns the count.
+
+    Run folders are not committed: a trial whose folder is gone keeps the lines the file
+    already holds for it, so a resumed benchmark never loses the records of earlier runs.
+    """
+    from clevr_game.jsonl import json_lines
+
+    if not (items_folder / "questions.json").is_file():
+        return 0  # CLEVR-POC items: their records stay in the run folders
+    path = out / CARD_MANIPULATIONS_FILE
+    earlier = [line for _, line in json_lines(path)] if path.is_file() else []
+    present = [r for r in records if (Path(r["run"]) / MANIPULATIONS_FILE).is_file()]
+    kept_trials = {r["trial"] for r in records} - {r["trial"] for r in present}
+    lines = collect(present, items_folder) + [line for line in earlier if line.get("trial") in kept_trials]
+    lines.sort(key=lambda line: (line["player"], line["adversary"], line["size"], line["minigame"], line["seed"],
+                                 _id_order(line["item_id"]), _move_key(line)))
+    write_lines(lines, path)
+    return len(lines)
