@@ -19,7 +19,9 @@ and `score` with the learning player's answer.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,6 +246,10 @@ class Outcomes(Sequence[Outcome]):
         )
 
 
+ANSWER_BATCH = 64
+"""Queries per request of `answers_about`."""
+
+
 class Game:
     """The rules, the referees and the player for a pool of items.
 
@@ -357,7 +363,13 @@ class Game:
         """
         if self.player is None:
             raise InputError("this game has no player to ask")
-        return self.player.answer_batch(self._queries(list(items), list(scenes)))
+        items, scenes = list(items), list(scenes)
+        answers: list[Answer] = []
+        # In batches no larger than the game's own (an HTTP player's time limit bounds one request).
+        for start in range(0, len(items), ANSWER_BATCH):
+            chunk = slice(start, start + ANSWER_BATCH)
+            answers += self.player.answer_batch(self._queries(items[chunk], scenes[chunk]))
+        return answers
 
     def adopt_old_answers(self, other: Game) -> None:
         """Take over `other`'s successful unmoved answers for the items both pools hold."""
@@ -398,6 +410,8 @@ class Game:
         self._renderer()
         if self.image_dir is None:
             self.image_dir = tempfile.mkdtemp(prefix="clevr-game-images-")
+            # The game's own scratch folder goes with the game: runs left tens of MB each in /tmp.
+            weakref.finalize(self, shutil.rmtree, self.image_dir, True)
         names = [f"{self.renderer.image_key(scene)}.png" for scene in scenes]
         return self.renderer.render_many(scenes, self.image_dir, names=names)
 
