@@ -27,7 +27,8 @@ def test_every_command_is_handled_in_a_packages_commands_module() -> None:
     modules = {module for module, _, _ in COMMAND_GROUPS}
     handlers = _handlers(build_parser())
     top_level = list(dict.fromkeys(command.split()[0] for command in handlers))
-    assert top_level == ["generate", "answer", "play", "attack", "benchmark", "report", "poc", "export",
+    assert top_level == ["generate", "answer", "play", "attack", "benchmark", "report", "evaluate", "leaderboard",
+                         "poc", "export",
                          "adversarial-training", "players", "render", "exhaustive", "study"]
     stray = {command: handler.__module__ for command, handler in handlers.items()
              if handler.__module__ not in modules}
