@@ -211,3 +211,6 @@ def test_the_card_counts_mini_games_and_holm_corrects_its_tests_by_hand():
     assert card["drop_adversary"] == "state"
     assert card["drop"] == pytest.approx((0.4 + (0.06 + 0.03 + 0.01) / 3) / 2, abs=1e-6)
     assert card["worst_minigame"] == {"size": 10, "minigame": 3, "adversary": "state", "drop": 0.7}
+    random_valid = (0.02 + 0.01) / 2  # (size 10: 0.1 / 5, size 100: 0.03 / 3), each size weighing the same
+    assert card["random_valid_drop"] == pytest.approx(random_valid, abs=1e-6)
+    assert card["relative_to_random_valid"]["ratio"] == pytest.approx(card["drop"] / random_valid, abs=1e-4)

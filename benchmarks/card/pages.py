@@ -162,7 +162,15 @@ def headline(card: dict) -> str:
     """`accuracy A [lo, hi] · blind B · from input F · drop D (adversary) · random valid R`."""
     return (f"accuracy {interval(card['clean_accuracy'])} · blind {number(card['blind_accuracy'].get('value'))} "
             f"· from input {number(card.get('from_input'))} · drop {number(card['drop'])} "
-            f"({adversary_name(card.get('drop_adversary', 'n/a'))}) · random valid {number(card['random_valid_drop'])}")
+            f"({adversary_name(card.get('drop_adversary', 'n/a'))}) · random valid {number(card['random_valid_drop'])}"
+            + _relative(card.get("relative_to_random_valid")))
+
+
+def _relative(relative: Any) -> str:
+    """` (N x random valid)` when the card has a ratio, else nothing."""
+    if not isinstance(relative, dict) or not _number_or_null(relative.get("ratio")) or relative.get("ratio") is None:
+        return ""
+    return f" ({relative['ratio']:.1f} x random valid)"
 
 
 def card_view(card: dict) -> dict[str, Any]:

@@ -170,9 +170,14 @@ def summarise(records: list[dict[str, Any]], sizes: list[dict[str, int]], family
     attackers = [a for a in ATTACKERS if a in by_adversary]
     strongest = max(attackers, key=lambda a: (by_adversary[a]["drop"], -ATTACKERS.index(a)))
     errors, unscored = error_account(records)
+    drop, random_valid = by_adversary[strongest]["drop"], by_adversary.get(BASELINE, {}).get("drop")
     return {
-        "drop": by_adversary[strongest]["drop"], "drop_adversary": strongest,
-        "random_valid_drop": by_adversary.get(BASELINE, {}).get("drop"),
+        "drop": drop, "drop_adversary": strongest,
+        "random_valid_drop": random_valid,
+        # How much more the strongest adversary breaks than moves drawn at random under the same rules.
+        "relative_to_random_valid": None if random_valid is None else {
+            "difference": _round(drop - random_valid),
+            "ratio": _round(drop / random_valid) if random_valid else None},
         "search_drop": by_adversary.get("search", {}).get("drop"),
         "adversaries": by_adversary,
         "sizes": rows,
