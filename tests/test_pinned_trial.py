@@ -2,7 +2,9 @@
 
 The record in tests/data/pinned_trial.json was written by this test's trial before
 the game's move was split into public stages; any refactor of the game, the
-referees or the adversary must leave it unchanged, field for field.
+referees or the adversary must leave it unchanged, field for field. Fields were only
+ever added to it (the search's and random valid moves' per-item results, for the
+robustness card), each addition checked to leave every earlier field as it was.
 """
 
 from __future__ import annotations
