@@ -731,7 +731,7 @@ def test_the_report_flags_fractions_whose_trials_ran_out_of_steps(tmp_path):
                _record(0.9, 0.995, stopped_early=False)]
     assert dict(budget_bound(records)) == {("d", "state-transformer", 0.1): 1, ("d", "state-transformer", 0.9): 1}
     report = write_report(tmp_path, records, "").read_text()
-    assert "| d | state-transformer | 0.9 (budget-bound below it: 0.1) | 900 | 1 |" in report
+    assert "| d | state-transformer | 0.9 (budget-bound below it: 0.1) | 900 (810 + 90) | 1 |" in report
     assert "| d | state-transformer | 0.1 | 0.9000 [0.9000, 0.9000] | 1 | 1 |" in report
     assert "| d | state-transformer | 0.5 | 0.9500 [0.9500, 0.9500] | 1 | 0 |" in report
 

@@ -31,7 +31,9 @@ class Point:
     high: float
     trials: int
     scenes: int = 0
-    """Scenes trained on at this fraction (the train part and its validation slice), the same in every trial."""
+    """Scenes of the share at this fraction (the train part and its validation slice), the same in every trial."""
+    train_scenes: int = 0
+    """Of them, the scenes the model is trained on (the rest choose when to stop)."""
 
 
 def summarise(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[Point]]:
@@ -39,12 +41,14 @@ def summarise(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[Point
     from benchmarks.stats import bootstrap_ci
 
     groups: dict[tuple[str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
-    scenes: dict[tuple[str, float], int] = {}
+    scenes: dict[tuple[str, float], tuple[int, int]] = {}
     for record in records:
         groups[(record["dataset"], record["player"])][record["fraction"]].append(record["accuracy"])
-        scenes[(record["dataset"], record["fraction"])] = record["train_scenes"] + record["validation_scenes"]
+        scenes[(record["dataset"], record["fraction"])] = (record["train_scenes"] + record["validation_scenes"],
+                                                           record["train_scenes"])
     return {
-        line: [Point(fraction, float(np.mean(values)), *bootstrap_ci(values), len(values), scenes[(line[0], fraction)])
+        line: [Point(fraction, float(np.mean(values)), *bootstrap_ci(values), len(values),
+                     *scenes[(line[0], fraction)])
                for fraction, values in sorted(by_fraction.items())]
         for line, by_fraction in sorted(groups.items())
     }
@@ -142,7 +146,8 @@ def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path
                  "A trial that ran its whole step budget was still improving when it ended (early stopping "
                  "had not stopped it): its accuracy is a lower bound, and a fraction not reached where such "
                  "trials are is not evidence that the data falls short.", "",
-                 "| dataset | player | smallest fraction | scenes trained on | trials per fraction |",
+                 "| dataset | player | smallest fraction | scenes in the share (trained on + validation) "
+                 "| trials per fraction |",
                  "|---|---|---|---|---|"]
         bound = budget_bound(records)
         top = max(p.fraction for points in lines.values() for p in points)
@@ -155,7 +160,8 @@ def write_report(out: Path, records: list[dict[str, Any]], command: str) -> Path
                      and (reached is None or p.fraction < reached) and bound[(dataset, player, p.fraction)]]
             if below:
                 shown += f" (budget-bound below it: {', '.join(f'{p.fraction:g}' for p in below)})"
-            scenes = next((f"{p.scenes:,}" for p in points if p.fraction == reached), "")
+            scenes = next((f"{p.scenes:,} ({p.train_scenes:,} + {p.scenes - p.train_scenes:,})"
+                           for p in points if p.fraction == reached), "")
             text.append(f"| {dataset} | {player} | {shown} | {scenes} | {min(p.trials for p in points)} |")
         text += ["", "## Unseen accuracy per fraction", "",
                  "| dataset | player | fraction | mean [95% CI] | trials | ran out of steps |", "|---|---|---|---|---|---|"]
