@@ -132,8 +132,9 @@ def player_seconds(text: str) -> float:
 def add_limit_options(p: argparse.ArgumentParser) -> None:
     """--player-timeout, --player-startup-timeout, --max-player-failures, --max-error-rate: how much failure a run tolerates."""
     p.add_argument("--player-timeout", type=player_seconds, default=None, metavar="SECONDS",
-                   help="seconds an external (subprocess or http) player may take per answer, at most "
-                        f"{MAX_PLAYER_TIMEOUT_S:g} (default: its own, 10 s / 30 s)")
+                   help="seconds an external player may take per answer (subprocess) or per request (http: "
+                        "a request carries a batch, up to 128 queries during an attack and 64 in a card's "
+                        f"accuracy passes), at most {MAX_PLAYER_TIMEOUT_S:g} (default: its own, 10 s / 30 s)")
     p.add_argument("--player-startup-timeout", type=player_seconds, default=None, metavar="SECONDS",
                    help="seconds an external player may take for its first answer (a subprocess: of each fresh "
                         "process; http: until a request is answered), never less than --player-timeout, at most "
