@@ -30,8 +30,8 @@ from players.state.checkpoint import (
 )
 from players.state.data import tensorise
 from players.state.evaluation import evaluate_player
-from players.state.features import ANSWERS, MAX_OBJECTS, scene_arrays
-from players.state.models import StateBatch, build_model
+from players.state.features import ANSWERS, ATTRIBUTE_TABLE_SIZES, MAX_OBJECTS, scene_arrays
+from players.state.models import RelationNetworkConfig, StateBatch, build_model, config_dict
 from players.state.player import StateRelationNetworkPlayer, StateTransformerPlayer
 from players.state.training import TrainingOptions, train
 
@@ -267,3 +267,71 @@ def test_shipped_weights_reach_their_model_card_accuracy(name: str, file_name: s
         result = evaluate_player(player, fresh)
     assert result.errors == 0
     assert abs(result.accuracy - card["accuracy"]) < MODEL_CARD_TOLERANCE, (result.accuracy, card["accuracy"])
+
+
+# ---------------------------------------------------------------- relation network g options
+
+G_OPTIONS = [{"g_activation": "leaky_relu"}, {"g_norm": "layer"}, {"g_activation": "leaky_relu", "g_norm": "layer"}]
+DEFAULT_RN_REFERENCE = [-0.358639, -0.336319, -0.354686, -1.277323, -2.087335, -0.785635, -1.96026, -2.496825, -0.905255]
+"""First three logits of each of three questions from TINY_RN at seed 0 on `_fixed_state_batch`, computed with the
+relation network as it was before g had options (commit 78bc098), so the shipped state-rn.pt still answers the same."""
+
+
+def _fixed_state_batch(vocabulary_size: int) -> StateBatch:
+    generator = torch.Generator().manual_seed(1)
+    positions = torch.rand(3, MAX_OBJECTS, 2, generator=generator) * 2 - 1
+    attributes = torch.stack([torch.randint(0, n, (3, MAX_OBJECTS), generator=generator)
+                              for n in ATTRIBUTE_TABLE_SIZES], dim=-1)
+    present = torch.arange(MAX_OBJECTS) < torch.tensor([3, 7, 10])[:, None]
+    words = torch.randint(2, vocabulary_size, (3, 9), generator=generator)
+    words[0, 5:] = 0  # one padded question, so the last-real-word read is covered
+    return StateBatch(positions, attributes, present, words)
+
+
+def test_the_default_relation_network_answers_as_before_g_had_options() -> None:
+    outputs = []
+    for config in (TINY_RN, {**TINY_RN, "g_activation": "relu", "g_norm": "none"}):
+        torch.manual_seed(0)
+        model = build_model("relation-network", config, 40, len(ANSWERS)).eval()
+        with torch.no_grad():
+            outputs.append(model(_fixed_state_batch(40)))
+        # The default g keeps its module indices, so older state dicts load; the file stores no new keys.
+        assert sorted(k for k in model.state_dict() if k.startswith("g_rest.")) == ["g_rest.1.bias", "g_rest.1.weight"]
+        assert config_dict(model).keys() == dataclasses.asdict(RelationNetworkConfig()).keys() - {"g_activation", "g_norm"}
+    torch.testing.assert_close(outputs[0][:, :3].flatten(), torch.tensor(DEFAULT_RN_REFERENCE), rtol=0, atol=1e-5)
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=0)
+
+
+def test_train_command_rejects_an_unknown_g_option_in_one_line(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["players", "train", "--player", "state-rn", "--data", str(tmp_path), "--out", str(tmp_path / "x.pt"),
+                 "--config", '{"g_norm": "batch"}', "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "g_norm 'batch'" in err
+
+
+@pytest.mark.parametrize("options", G_OPTIONS, ids=lambda o: "+".join(o.values()))
+def test_a_relation_network_with_g_options_trains_and_its_file_round_trips(options: dict, heldout_data: Path,
+                                                                           items: list, tmp_path: Path) -> None:
+    out = tmp_path / "rn.pt"
+    config = {**TINY_RN, **options}
+    result = train(TrainingOptions(
+        player="state-rn", data=str(heldout_data), out=str(out), steps=5, batch_size=16, warmup_steps=2,
+        model_config=config, log_dir="", progress=False, seed=0,
+    ))
+    assert result.step == 5 and math.isfinite(result.final_loss)
+    player_file = load_player_file(out)
+    assert {k: player_file.config[k] for k in options} == options
+    model = player_file.build()
+    if "g_norm" in options:
+        assert any(isinstance(m, torch.nn.LayerNorm) for m in model.g_rest)
+    again = tmp_path / "again.pt"
+    save_player_file(again, player_file_from(model, "relation-network", player_file.vocabulary(),
+                                             player_file.answers, player_file.info))
+    reloaded = load_player_file(again)
+    assert reloaded.config == player_file.config
+    batch = _fixed_state_batch(len(player_file.words))
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded.build()(batch), model(batch), rtol=0, atol=0)
+    with players.load("state-rn", path=out) as player:
+        assert player.answer(_queries(items, 1)[0]).ok

@@ -61,6 +61,26 @@ class RelationNetworkConfig:
     fourier_bands: int = 6
     dropout: float = 0.1
     relation_codes: bool = True
+    g_activation: str = "relu"
+    """"relu" or "leaky_relu" (slope 0.01): a leaky unit still gets a gradient when it is negative on every pair."""
+    g_norm: str = "none"
+    """"none" or "layer": a layer norm (per pair, over the width) before each of g's activations, so a pair's
+    pre-activations have zero mean and unit spread before the learned gain and bias and cannot all drift negative
+    together (half of the shipped network's last g layer is dead: negative on every pair)."""
+
+    def __post_init__(self) -> None:
+        # TypeError, as for an unknown key, so `players train` reports a bad --config in one line.
+        if self.g_activation not in G_ACTIVATIONS:
+            raise TypeError(f"g_activation {self.g_activation!r} (expected one of {', '.join(G_ACTIVATIONS)})")
+        if self.g_norm not in G_NORMS:
+            raise TypeError(f"g_norm {self.g_norm!r} (expected one of {', '.join(G_NORMS)})")
+
+
+G_ACTIVATIONS = ("relu", "leaky_relu")
+G_NORMS = ("none", "layer")
+OPTIONAL_RELATION_KEYS = ("g_activation", "g_norm")
+"""Relation-network keys a player file stores only when they differ from the default, so a file of the default
+network reads exactly as one written before these options existed (and older code can still load it)."""
 
 
 def relation_codes(positions: torch.Tensor) -> torch.Tensor:
@@ -195,15 +215,31 @@ class StateRelationNetwork(nn.Module):
         self.first_j = nn.Linear(width, width, bias=False)
         self.first_q = nn.Linear(config.question_width, width)
         self.first_relation = nn.Embedding(RELATION_CODES, width) if config.relation_codes else None
-        rest: list[nn.Module] = []
-        for _ in range(config.g_layers - 1):
-            rest += [nn.ReLU(), nn.Linear(width, width)]
-        self.g_rest = nn.Sequential(*rest, nn.ReLU())
+        self.g_rest = self._g_rest(config)
         self.f = nn.Sequential(
             nn.Linear(width, config.f_width), nn.ReLU(),
             nn.Linear(config.f_width, config.f_width), nn.ReLU(), nn.Dropout(config.dropout),
             nn.Linear(config.f_width, answer_count),
         )
+
+    @staticmethod
+    def _g_rest(config: RelationNetworkConfig) -> nn.Sequential:
+        """g after its first layer: (norm, activation, linear) repeated, then (norm, activation).
+
+        With the defaults this is [ReLU, Linear, ..., ReLU] with the same module indices as before the options
+        existed, so the shipped state dicts load; layer norms and leaky ReLUs draw no random numbers, so a seeded
+        initialisation gives the same linear weights with or without them.
+        """
+        width = config.width
+
+        def activation() -> list[nn.Module]:
+            norm: list[nn.Module] = [nn.LayerNorm(width)] if config.g_norm == "layer" else []
+            return [*norm, nn.LeakyReLU() if config.g_activation == "leaky_relu" else nn.ReLU()]
+
+        rest: list[nn.Module] = []
+        for _ in range(config.g_layers - 1):
+            rest += [*activation(), nn.Linear(width, width)]
+        return nn.Sequential(*rest, *activation())
 
     def encode_question(self, words: torch.Tensor) -> torch.Tensor:
         outputs, _ = self.question(self.words(words))
@@ -284,7 +320,14 @@ def build_model(kind: str, config: dict[str, Any], vocabulary_size: int, answer_
 
 
 def config_dict(model: nn.Module) -> dict[str, Any]:
-    return asdict(model.config)
+    """The model's config as a dict; a relation network's optional keys only where they differ from the default."""
+    config = asdict(model.config)
+    if isinstance(model.config, RelationNetworkConfig):
+        defaults = RelationNetworkConfig()
+        for key in OPTIONAL_RELATION_KEYS:
+            if config[key] == getattr(defaults, key):
+                del config[key]
+    return config
 
 
 def parameter_count(model: nn.Module) -> int:
