@@ -198,12 +198,22 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         try:
             result = evaluate_poc_player(player, args.items, limit=args.limit, offset=args.offset,
                                          batch_size=args.batch_size,
-                                         render_workers=args.render_workers, progress=args.progress)
+                                         render_workers=args.render_workers, progress=args.progress,
+                                         keep_records=args.records is not None)
         except PlayerGaveUp as exc:
             from clevr_game.errors import RunFailed
 
             raise RunFailed(str(exc)) from None
         count = player.count
+    if args.records is not None:
+        import json
+
+        from clevr_game.atomic import open_atomic
+
+        # Written before the error-rate check: a failing player's records are what explain the failure.
+        with open_atomic(args.records) as handle:
+            for row in result.records:
+                handle.write(json.dumps(row, sort_keys=True) + "\n")
     for line in result.lines():
         print(line)
     failure = count.failure(args.max_error_rate)
@@ -277,6 +287,10 @@ def add_poc_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-error-rate", type=probability, default=0.05,
                    help="exit 1 when more of the player's answers are errors (default 0.05)")
     p.add_argument("--progress", action="store_true", help="say when images are rendered")
+    p.add_argument("--records", type=output_file, default=None,
+                   help="FILE: one JSON line per item, in item order (item, environment, question, the true and "
+                        "the given answer set or the error, exact, jaccard; for the neuro-symbolic players "
+                        "program and perception right, fallback, cause of a wrong answer)")
     p.set_defaults(handler=_cmd_eval)
 
     p = sub.add_parser(

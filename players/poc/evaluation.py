@@ -8,6 +8,10 @@ and is counted. For players that report their parse and perception
 parse (the program differs from the item's), the perception (the perceived
 visible objects, with their regions, differ from the true ones), both, or
 neither; and the pipeline's fallbacks are counted by what failed.
+
+With `keep_records`, one dict per item is kept as well (`PocEvaluation.records`,
+written by `poc eval --records` as JSON lines) so that a reported figure can be
+checked item by item.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from clevr_game.asp.items import poc_items
 from clevr_game.asp.metrics import jaccard
@@ -43,11 +48,14 @@ class PocEvaluation:
     parsed_right: int = 0
     perceived_right: int = 0
     perceived_traced: int = 0
+    keep_records: bool = False
+    records: list[dict[str, Any]] = field(default_factory=list)
 
     def record(self, item: Item, answer: Answer, trace: dict | None = None) -> bool:
         attribute = str(item.extra.get("query_attribute"))
         true = set(item.answer.split(","))
         self.items[attribute] += 1
+        score = 0.0
         if not answer.ok:
             self.errors += 1
             self.first_error = self.first_error or answer.error
@@ -55,13 +63,27 @@ class PocEvaluation:
         else:
             predicted = set(str(answer.text).split(","))
             right = predicted == true
+            score = jaccard(predicted, true)
             self.exact[attribute] += right
-            self.jaccard[attribute] += jaccard(predicted, true)
-        if trace is not None:
-            self._record_trace(item, trace, right)
+            self.jaccard[attribute] += score
+        detail = self._record_trace(item, trace, right) if trace is not None else None
+        if self.keep_records:
+            row: dict[str, Any] = {
+                "item": item.item_id, "environment": item.environment, "attribute": attribute,
+                "question": item.question, "answer": sorted(true)}
+            if answer.ok:
+                row["predicted"] = sorted(set(str(answer.text).split(",")))
+            else:
+                # One line, so a record stays greppable and a multi-line traceback cannot split it.
+                row["error"] = " ".join(str(answer.error).split())
+            row.update(exact=right, jaccard=score)
+            if detail is not None:
+                row.update(detail)
+            self.records.append(row)
         return right
 
-    def _record_trace(self, item: Item, trace: dict, right: bool) -> None:
+    def _record_trace(self, item: Item, trace: dict, right: bool) -> dict[str, Any]:
+        """Count the trace; return what was judged of it (the per-item record's detail)."""
         from players.poc.perception import scene_signature
 
         self.traced += 1
@@ -80,6 +102,15 @@ class PocEvaluation:
             cause = {(False, True): "parsing", (True, False): "perception", (False, False): "both"}.get(
                 (parse_ok, perception_ok), "neither")
             self.causes[cause] += 1
+        detail: dict[str, Any] = {"program_right": parse_ok,
+                                  "perception_right": perception_ok if perceived is not None else None,
+                                  "failure": trace.get("failure")}
+        if not parse_ok:
+            # The wrong program itself, so a parsing error can be read without rerunning the player.
+            detail["program"] = None if program is None else program_to_tokens(program)
+        if not right:
+            detail["cause"] = cause
+        return detail
 
     @property
     def total(self) -> int:
@@ -129,10 +160,10 @@ def poc_queries(player: Player, items: Sequence[Item], image_paths: Sequence[str
 
 def evaluate_poc_player(
     player: Player, folder: str | os.PathLike[str], *, limit: int | None = None, offset: int = 0,
-    batch_size: int = 128, render_workers: int = 2, progress: bool = False,
+    batch_size: int = 128, render_workers: int = 2, progress: bool = False, keep_records: bool = False,
 ) -> PocEvaluation:
     """Ask `player` `limit` items of the `poc generate` folder from position `offset` on; images rendered for
-    pixel players."""
+    pixel players. `keep_records`: one dict per item, in item order, in the result's `records`."""
     items = poc_items(folder)[offset:][:limit]
     if not items:
         raise InputError(f"{folder}: no CLEVR-POC items to evaluate")
@@ -144,7 +175,7 @@ def evaluate_poc_player(
         spec = getattr(player, "image_spec", None) or ImageSpec()
         paths = [str(p) for p in ensure_item_images(folder, [it.item_id for it in items], [it.scene for it in items],
                                                     spec, workers=render_workers, progress=progress)]
-    result = PocEvaluation()
+    result = PocEvaluation(keep_records=keep_records)
     queries = poc_queries(player, items, paths)
     for start in range(0, len(items), batch_size):
         chunk = queries[start:start + batch_size]
