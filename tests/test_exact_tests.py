@@ -142,6 +142,7 @@ def test_wilcoxon_with_tied_differences_enumerates_every_sign_flip():
     assert table2.wilcoxon_paired([(0.1 + 0.2) / 2, (0.2 + 0.1) / 2], [0.0, 0.0]).method.startswith("exact perm")
 
 
+@pytest.mark.slow  # 20 s: 100,000 seeded sign flips, twice; the exact paths above run by default
 def test_wilcoxon_with_ties_and_too_many_flips_is_monte_carlo_with_a_seed():
     differences = [0.1 * (k % 7 + 1) * (-1 if k % 5 == 0 else 1) for k in range(24)]
     test = table2.wilcoxon_paired(differences, [0.0] * len(differences))
