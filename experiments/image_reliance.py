@@ -1,13 +1,16 @@
-"""How much of a pixel player's accuracy comes from the image, not from the question's prior.
+"""How much of a player's accuracy comes from the scene it sees, not from the question's prior.
 
-Every question of a dataset is answered twice: with its own scene's image, and
-with another scene's image (each question's scene shifted by a seeded random
-non-zero offset, so no question keeps its own). A player that reads the scene
-loses much of its accuracy on the second pass; one that answers from the
-question's wording alone loses nothing. Table 2's drops are read against this:
-a player that hardly looks at the image has little for an adversary's move to change.
+Every question of a dataset is answered twice: about its own scene, and about
+another scene (each question's scene shifted by a seeded random non-zero offset,
+so no question keeps its own), scored both times against its own answer. An
+image player is shown the other scene's image, a state player its scene JSON
+(and the oracle its program on it). A player that reads the scene loses much of
+its accuracy on the second pass; one that answers from the question's wording
+alone loses nothing. Table 2's drops are read against this: a player that hardly
+looks at the scene has little for an adversary's move to change.
 
     python -m experiments.image_reliance --player pixel-rn --data runs/ns19/real-val
+    python -m experiments.image_reliance --player state-transformer --data runs/rv-state
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -56,22 +60,72 @@ def measure(player_path: str, folder: str, seed: int = 0, render_workers: int = 
     return ImageReliance(own.accuracy, other.accuracy, len(data))
 
 
+def shown_positions(folder: str, seed: int) -> tuple[list[int], list[int]]:
+    """Per question of the dataset in `folder`: the position of its own scene and of the scene shown instead."""
+    from clevr_game.dataset import dataset_files, load_questions
+    from clevr_game.scene import load_scenes
+
+    scenes_path, questions_path = dataset_files(folder)
+    scenes = load_scenes(scenes_path)
+    position_of = {(s.image_index if s.image_index is not None else i): i for i, s in enumerate(scenes)}
+    own = []
+    for question in load_questions(questions_path):
+        if question.image_index not in position_of:
+            raise InputError(f"{questions_path.name}: question {question.index}: "
+                             f"image_index {question.image_index} has no scene")
+        own.append(position_of[question.image_index])
+    return own, other_scenes(torch.tensor(own), len(scenes), seed).tolist()
+
+
+def measure_player(player: Any, folder: str, seed: int = 0, render_workers: int = 1) -> ImageReliance:
+    """Accuracy of any loaded player on `folder`, about each question's own scene and about another's.
+
+    The player is asked through its protocol, so shipped, file, subprocess and HTTP players are measured
+    alike: an image player is sent the other scene's image, a state player its scene JSON.
+    """
+    from players.pixel.evaluation import evaluate_image_player
+    from players.protocol import NEED_IMAGE
+    from players.state.evaluation import evaluate_player
+
+    own, other = shown_positions(folder, seed)
+    if NEED_IMAGE in player.needs:
+        def run(shown: list[int]) -> Any:
+            return evaluate_image_player(player, folder, render_workers=render_workers, shown=shown)
+    else:
+        def run(shown: list[int]) -> Any:
+            return evaluate_player(player, folder, shown=shown)
+    return ImageReliance(run(own).accuracy, run(other).accuracy, len(own))
+
+
+OTHER = {"image": "another scene's image", "scene": "another scene"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    from players.state.checkpoint import shipped_path
+    from players.protocol import NEED_IMAGE
+    from players.registry import add_input_options, input_from_args, load_guarded
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     chosen = parser.add_mutually_exclusive_group(required=True)
-    chosen.add_argument("--player", help="a shipped pixel player: film, pixel-rn, neuro-symbolic, object-transformer")
-    chosen.add_argument("--weights", help="a pixel player file")
+    chosen.add_argument("--player", help="any player spec: a shipped name (state-transformer, film, blind, oracle, "
+                                         "...), file:PATH, subprocess:COMMAND or http(s)://URL")
+    chosen.add_argument("--weights", help="a pixel player file, measured on its tensors directly (faster)")
     parser.add_argument("--data", required=True, help="a CLEVR-format dataset folder (images rendered when missing)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--render-workers", type=int, default=1)
+    add_input_options(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    path = args.weights or str(shipped_path(f"{args.player}.pt"))
-    result = measure(path, args.data, args.seed)
-    print(f"{args.player or path} on {args.data} ({result.questions} questions): own image {result.own_image:.4f}, "
-          f"another scene's image {result.other_image:.4f}, from the image {result.from_image:+.4f}")
+    if args.weights:
+        result, seen = measure(args.weights, args.data, args.seed, args.render_workers), "image"
+    else:
+        # Answers about another scene may fail (a unique object it lacks): scored wrong, never a reason to stop.
+        with load_guarded(args.player, player_input=input_from_args(args), max_failures=None) as player:
+            result = measure_player(player, args.data, args.seed, args.render_workers)
+            seen = "image" if NEED_IMAGE in player.needs else "scene"
+    print(f"{args.player or args.weights} on {args.data} ({result.questions} questions): "
+          f"own {seen} {result.own_image:.4f}, {OTHER[seen]} {result.other_image:.4f}, "
+          f"from the {seen} {result.from_image:+.4f}")
     return 0
 
 

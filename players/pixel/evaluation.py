@@ -32,11 +32,13 @@ def evaluate_image_player(
     batch_size: int = 256,
     render_workers: int = 2,
     progress: bool = False,
+    shown: list[int] | None = None,
 ) -> Evaluation:
     """Ask `player` every question (the first `limit`) of the dataset in `folder` about its rendered image.
 
     `spec` defaults to the player's own `image_spec` (pixel players have one),
-    else the fast preset at 128 x 96.
+    else the fast preset at 128 x 96. `shown` gives, per question, the position in the scenes file
+    of the scene whose image it is asked about (default: its own); it is scored against its own answer.
     """
     from tqdm import tqdm
 
@@ -52,16 +54,15 @@ def evaluate_image_player(
             raise InputError(f"{questions_path.name}: question {q.index}: image_index {q.image_index} has no scene")
         if q.answer is None:
             raise InputError(f"{questions_path.name}: question {q.index}: no answer to score against")
-    scenes, paths = ensure_images(folder, spec, workers=render_workers, progress=progress,
-                                  only={position_of[q.image_index] for q in questions})
-    scene_of = {index: (scenes[position], paths[position]) for index, position in position_of.items()}
+    positions = shown[: len(questions)] if shown is not None else [position_of[q.image_index] for q in questions]
+    scenes, paths = ensure_images(folder, spec, workers=render_workers, progress=progress, only=set(positions))
     result = Evaluation()
     bar = tqdm(total=len(questions), disable=not progress, unit="q")
     for start in range(0, len(questions), batch_size):
         chunk = questions[start : start + batch_size]
         queries = []
-        for q in chunk:
-            scene, path = scene_of[q.image_index]
+        for q, position in zip(chunk, positions[start : start + batch_size], strict=True):
+            scene, path = scenes[position], paths[position]
             queries.append(Query(f"{q.image_index}:{q.index}", q.text, image_path=str(path),
                                  vocabulary=scene.vocabulary).restricted_to(player.needs))
         for question, answer in zip(chunk, player.answer_batch(queries), strict=True):

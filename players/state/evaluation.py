@@ -62,14 +62,21 @@ def evaluate_player(
     limit: int | None = None,
     batch_size: int = 512,
     progress: bool = False,
+    shown: list[int] | None = None,
 ) -> Evaluation:
-    """Ask `player` every question of the dataset in `folder` (the first `limit` ones) and score it."""
+    """Ask `player` every question of the dataset in `folder` (the first `limit` ones) and score it.
+
+    `shown` gives, per question, the position in the scenes file of the scene it is asked about
+    (default: its own); the answer it is scored against stays its own scene's.
+    """
     from tqdm import tqdm
 
     scenes_path, questions_path = dataset_files(folder)
-    _, questions, scene_of = load_dataset(scenes_path, questions_path)
+    scenes, questions, scene_of = load_dataset(scenes_path, questions_path)
     if limit is not None:
         questions, scene_of = questions[:limit], scene_of[:limit]
+    if shown is not None:
+        scene_of = [scenes[position] for position in shown[: len(questions)]]
     if not questions:
         raise InputError(f"{questions_path}: no questions to evaluate")
     result = Evaluation()
