@@ -153,3 +153,25 @@ def test_a_resumed_attack_counts_the_queries_of_every_part(items, tmp_path):
     second = run_attack(options)
     evaluation = 2 * first["random_eval_queries"]  # both evaluations ask about as many moved scenes
     assert second["player_queries"] > first["player_queries"] > evaluation
+
+
+# ---------------------------------------------------------------- which weights each results folder was made with
+
+
+@pytest.mark.parametrize("folder", ["results/quick", "results/table2"])
+def test_the_weights_note_lists_every_player_file_the_trials_ran_against(folder: str) -> None:
+    from benchmarks.weights_note import made_with, note
+
+    path = Path(__file__).resolve().parent.parent / folder
+    assert (path / "WEIGHTS.md").read_text() == note(path, made_with(path))
+    assert all(digest != "none" for player, digest in made_with(path) if player != "oracle")
+
+
+def test_the_weights_note_names_a_bad_trial_line(tmp_path: Path) -> None:
+    from benchmarks.weights_note import made_with
+
+    (tmp_path / "trials.jsonl").write_text('{"player": "film", "player_weights": "ab"}\n{"player": \n')
+    with pytest.raises(InputError, match="trials.jsonl: line 2: not JSON"):
+        made_with(tmp_path)
+    (tmp_path / "trials.jsonl").write_text('{"player": "film", "player_weights": "ab"}\n' * 2)
+    assert made_with(tmp_path) == {("film", "ab"): 2}
