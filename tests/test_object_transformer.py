@@ -279,11 +279,11 @@ def test_shipped_player_loads_by_name_and_answers_real_clevr_files(clevr_real: P
 def test_shipped_weights_reach_the_model_cards_figure_on_real_val_scenes(clevr_real: Path, clevr_templates_dir: Path,
                                                                           tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    # The card's real-val set: CLEVR-template questions on the 500 real val scenes, as the card made them
-    # (the former, minimal sampling), rendered here (about 2 min).
+    # The card's real-val set: CLEVR-template questions on the 500 real val scenes, drawn as CLEVR's generator
+    # draws them (`runs/rv-pixel`), rendered here (about 2 min).
     folder = tmp_path / "real-val"
     generate_dataset(folder, 0, 4, seed=5, templates="clevr", clevr_templates=clevr_templates_dir,
-                     scenes_file=clevr_real / "CLEVR_val_scenes_500.json", progress=False, sampling="minimal")
+                     scenes_file=clevr_real / "CLEVR_val_scenes_500.json", progress=False, sampling="clevr")
     assert main(["players", "eval", "--player", "object-transformer", "--data", str(folder), "--no-progress"]) == 0
     accuracy = float(capsys.readouterr().out.strip().splitlines()[-1].split()[-1])
     card = load_player_file(shipped_path("object-transformer.pt")).info["clevr_heldout"]["accuracy"]
