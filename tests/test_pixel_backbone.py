@@ -83,9 +83,10 @@ def shipped_perception() -> dict[str, torch.Tensor]:
     return perception_state(load_player_file(shipped_path("neuro-symbolic.pt")).state_dict)
 
 
-def _with_backbone(kind: str, perception: dict[str, torch.Tensor], seed: int = 0) -> torch.nn.Module:
+def _with_backbone(kind: str, perception: dict[str, torch.Tensor], seed: int = 0,
+                   backbone: str = "perception") -> torch.nn.Module:
     torch.manual_seed(seed)
-    model = build_model(kind, CONFIGS[kind], len(default_word_vocabulary()), len(ANSWERS))
+    model = build_model(kind, {**CONFIGS[kind], "backbone": backbone}, len(default_word_vocabulary()), len(ANSWERS))
     model.backbone.load_perception(perception)
     return model
 
@@ -140,11 +141,37 @@ def test_the_backbone_gives_the_perceptions_own_feature_map(loaded_train: PixelD
     torch.testing.assert_close(heat, expected)  # the perception's heads read it as their own map
 
 
+def test_the_attribute_maps_are_the_perceptions_reading_of_each_cell(loaded_train: PixelData,
+                                                                     shipped_perception: dict) -> None:
+    from players.pixel.models import AttributeMapsBackbone
+    from players.pixel.perception import ATTRIBUTE_SIZES, PerceptionConfig, PerceptionNetwork
+
+    backbone = AttributeMapsBackbone()
+    backbone.load_perception(shipped_perception)
+    perception = PerceptionNetwork(PerceptionConfig())
+    perception.load_state_dict(shipped_perception)
+    perception.eval()
+    images = loaded_train.images[:3]
+    with torch.no_grad():
+        maps, expected = backbone(images), perception(images)
+    assert maps.shape == (3, AttributeMapsBackbone.channels, 24, 32) and AttributeMapsBackbone.channels == 18
+    objectness = torch.sigmoid(expected.heat)
+    torch.testing.assert_close(maps[:, 0], objectness)
+    torch.testing.assert_close(maps[:, 1:3], expected.offsets)
+    # Each attribute's probabilities sum to the cell's objectness: one full reading where an object is seen.
+    for start, size in zip(torch.tensor((0, *ATTRIBUTE_SIZES)).cumsum(0)[:-1].tolist(), ATTRIBUTE_SIZES, strict=True):
+        torch.testing.assert_close(maps[:, 3 + start : 3 + start + size].sum(1), objectness)
+    assert (objectness.flatten(1).amax(1) > 0.5).all()  # every training image shows objects it finds
+    with pytest.raises(InputError, match="does not fit the attribute-maps backbone"):
+        backbone.load_perception({k: v for k, v in shipped_perception.items() if not k.startswith("heat.")})
+
+
 @pytest.mark.parametrize("cached", [True, False])
 @pytest.mark.parametrize("kind", ["film", "relation-network"])
+@pytest.mark.parametrize("backbone", ["perception", "attributes"])
 def test_optimiser_steps_change_the_head_and_never_the_backbone(loaded_train: PixelData, shipped_perception: dict,
-                                                                kind: str, cached: bool) -> None:
-    model = _with_backbone(kind, shipped_perception)
+                                                                kind: str, cached: bool, backbone: str) -> None:
+    model = _with_backbone(kind, shipped_perception, backbone=backbone)
     backbone_before = {k: v.clone() for k, v in model.backbone.state_dict().items()}  # buffers too
     head_before = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("backbone.")}
     task = AnsweringTask(model, torch.device("cpu"), cache_features=cached)
@@ -159,8 +186,8 @@ def test_optimiser_steps_change_the_head_and_never_the_backbone(loaded_train: Pi
         optimizer.step()
     for name, tensor in model.backbone.state_dict().items():
         assert torch.equal(tensor, backbone_before[name]), name
-    for name, tensor in backbone_before.items():
-        assert torch.equal(tensor, shipped_perception[name]), name
+    for name, tensor in backbone_before.items():  # the attribute maps' backbone holds the whole perception
+        assert torch.equal(tensor, shipped_perception[name.removeprefix("perception.")]), name
     changed = [k for k, v in model.state_dict().items() if k in head_before and not torch.equal(v, head_before[k])]
     trainable = [k for k, p in model.named_parameters() if p.requires_grad]
     assert trainable and set(trainable) <= set(changed)

@@ -36,10 +36,11 @@ from clevr_game.errors import InputError
 from players.pixel.layers import conv_block as conv_block
 from players.pixel.layers import coordinate_maps as coordinate_maps
 from players.pixel.layers import normalise_images as normalise_images
-from players.pixel.perception import PerceptionConfig, PerceptionNetwork
+from players.pixel.perception import ATTRIBUTE_SIZES, PerceptionConfig, PerceptionNetwork
 
-BACKBONES = ("none", "perception")
-"""`none`: the model learns from pixels; `perception`: it reads the frozen neuro-symbolic perception's features."""
+BACKBONES = ("none", "perception", "attributes")
+"""`none`: the model learns from pixels; `perception`: it reads the frozen neuro-symbolic perception's features;
+`attributes`: it reads that perception's output maps (objectness, offsets, attribute probabilities per cell)."""
 
 PERCEPTION_BACKBONE_STRIDE = 4
 """Image pixels per backbone cell along each axis (the perception's two stride-2 layers)."""
@@ -88,6 +89,50 @@ class PerceptionBackbone(nn.Module):
         features = self.early(normalise_images(images))
         batch, _, height, width = features.shape
         return self.context(torch.cat([features, coordinate_maps(batch, height, width, features.device)], 1))
+
+
+class AttributeMapsBackbone(nn.Module):
+    """The whole neuro-symbolic perception, frozen: (B, 18, H/4, W/4) maps of what it sees in each cell.
+
+    Channels: the objectness probability, the sub-cell offset (x, y), and each attribute's probabilities
+    (size, colour, material, shape; 15 values), the attribute channels multiplied by the objectness so
+    that empty cells read as zeros. A player on these maps starts from what the perception reads, not
+    from its features: filtering by colour is choosing a channel.
+    """
+
+    channels = 3 + sum(ATTRIBUTE_SIZES)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.perception = PerceptionNetwork(PerceptionConfig(channels=32, width=PerceptionBackbone.channels))
+        self.requires_grad_(False)
+        self.eval()
+
+    def train(self, mode: bool = True) -> AttributeMapsBackbone:
+        return super().train(False)
+
+    def load_perception(self, perception_state: dict[str, torch.Tensor]) -> None:
+        """Copy a `PerceptionNetwork` state dict, heads included; InputError when it does not fit."""
+        wanted = self.perception.state_dict()
+        wrong = sorted(name for name, tensor in perception_state.items()
+                       if name in wanted and tensor.shape != wanted[name].shape)
+        missing = sorted(set(wanted) - set(perception_state))
+        if wrong or missing:
+            raise InputError(f"the perception does not fit the attribute-maps backbone: "
+                             f"{', '.join((wrong + missing)[:3])} ...")
+        self.perception.load_state_dict({name: perception_state[name] for name in wanted})
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        maps = self.perception(images)
+        objectness = torch.sigmoid(maps.heat)[:, None]
+        probabilities = torch.cat([part.softmax(dim=1) for part in maps.attributes.split(ATTRIBUTE_SIZES, dim=1)], 1)
+        return torch.cat([objectness, maps.offsets, objectness * probabilities], dim=1)
+
+
+def make_backbone(name: str) -> PerceptionBackbone | AttributeMapsBackbone | None:
+    """The frozen backbone a config names (None for `none`: the model learns from pixels)."""
+    return {"perception": PerceptionBackbone, "attributes": AttributeMapsBackbone}.get(name, lambda: None)()
 
 
 class QuestionEncoder(nn.Module):
@@ -192,7 +237,7 @@ class PixelRelationNetwork(nn.Module):
         self.emulate_bfloat16: bool | None = None
         """bfloat16 relations on the CPU: with float32 products (True) or oneDNN's bfloat16 ones (False);
         None: float32 products where the CPU has no bfloat16 instructions (`cpu_computes_bfloat16`)."""
-        self.backbone = PerceptionBackbone() if config.backbone == "perception" else None
+        self.backbone = make_backbone(config.backbone)
         if self.backbone is None:
             layers = [conv_block(3 if i == 0 else config.channels, config.channels, stride=2)
                       for i in range(config.conv_layers)]
@@ -318,7 +363,7 @@ class FiLMNetwork(nn.Module):
     def __init__(self, config: FiLMConfig, vocabulary_size: int, answer_count: int):
         super().__init__()
         self.config = config
-        self.backbone = PerceptionBackbone() if config.backbone == "perception" else None
+        self.backbone = make_backbone(config.backbone)
         if self.backbone is None:
             stem = [conv_block(3 if i == 0 else config.stem_channels, config.stem_channels, stride=2)
                     for i in range(config.stem_layers)]
