@@ -330,16 +330,11 @@ def _finetune(options: AdversarialTrainingOptions, source: SourcePlayer, clean: 
 def _clean_accuracy(player_spec: str, folder: str, render_workers: int = 1) -> float:
     """Accuracy on every question of `folder`: on the scenes for a state player, on the images rendered with
     its spec for a pixel player (the `players eval` paths)."""
-    from players.protocol import NEED_IMAGE
+    from players.pixel.evaluation import evaluate_on_dataset
     from players.registry import load
-    from players.state.evaluation import evaluate_player
 
     with load(player_spec) as player:
-        if NEED_IMAGE in player.needs:
-            from players.pixel.evaluation import evaluate_image_player
-
-            return evaluate_image_player(player, folder, render_workers=render_workers).accuracy
-        return evaluate_player(player, folder).accuracy
+        return evaluate_on_dataset(player, folder, render_workers=render_workers).accuracy
 
 
 def _rows(options: AdversarialTrainingOptions, before: list[dict], after: list[dict],

@@ -13,22 +13,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 from pathlib import Path
 from typing import Any
 
-PIXEL_KINDS = ("film", "pixel-rn", "neuro-symbolic", "object-transformer")
-
-
-def sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
 
 def _checkpoint_module(path: str) -> Any:
-    from players.state.checkpoint import read_torch
+    """The checkpoint module that reads and writes the player file at `path` (pixel or state)."""
+    from players.registry import pixel_file_kind
 
-    kind = read_torch(path, "player file").get("kind")
-    if kind in PIXEL_KINDS:
+    if pixel_file_kind(path) is not None:
         from players.pixel import checkpoint
     else:
         from players.state import checkpoint
@@ -37,23 +30,18 @@ def _checkpoint_module(path: str) -> Any:
 
 def measure(path: str, folder: str) -> dict[str, Any]:
     """Accuracy and per-family accuracy of the player file at `path` on the dataset in `folder`."""
-    from players.protocol import NEED_IMAGE
+    from players.pixel.evaluation import evaluate_on_dataset
     from players.registry import load
 
     with load(f"file:{path}") as player:
-        if NEED_IMAGE in player.needs:
-            from players.pixel.evaluation import evaluate_image_player
-
-            result = evaluate_image_player(player, folder, render_workers=1)
-        else:
-            from players.state.evaluation import evaluate_player
-
-            result = evaluate_player(player, folder)
+        result = evaluate_on_dataset(player, folder)
     return {"data": folder, "questions": sum(result.total.values()), "accuracy": round(result.accuracy, 4),
             "families": {family: round(value, 4) for family, value in result.family_accuracy().items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.card.make_protocol import sha256_of
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--file", required=True, help="the trained player file")
     parser.add_argument("--heldout", required=True, help="own-template held-out dataset folder")
@@ -65,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     player_file = checkpoint.load_player_file(args.file)
     info = dict(player_file.info)
     if info.get("init"):
-        info["init_file"] = {"path": info["init"], "sha256": sha256(info["init"])}
+        info["init_file"] = {"path": info["init"], "sha256": sha256_of(Path(info["init"]))}
     info["heldout"] = measure(args.file, args.heldout)
     info["clevr_heldout"] = measure(args.file, args.clevr_heldout)
     for note in args.note:

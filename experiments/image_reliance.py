@@ -83,18 +83,12 @@ def measure_player(player: Any, folder: str, seed: int = 0, render_workers: int 
     The player is asked through its protocol, so shipped, file, subprocess and HTTP players are measured
     alike: an image player is sent the other scene's image, a state player its scene JSON.
     """
-    from players.pixel.evaluation import evaluate_image_player
-    from players.protocol import NEED_IMAGE
-    from players.state.evaluation import evaluate_player
+    from players.pixel.evaluation import evaluate_on_dataset
 
     own, other = shown_positions(folder, seed)
-    if NEED_IMAGE in player.needs:
-        def run(shown: list[int]) -> Any:
-            return evaluate_image_player(player, folder, render_workers=render_workers, shown=shown)
-    else:
-        def run(shown: list[int]) -> Any:
-            return evaluate_player(player, folder, shown=shown)
-    return ImageReliance(run(own).accuracy, run(other).accuracy, len(own))
+    own_accuracy, other_accuracy = (evaluate_on_dataset(player, folder, render_workers=render_workers,
+                                                        shown=shown).accuracy for shown in (own, other))
+    return ImageReliance(own_accuracy, other_accuracy, len(own))
 
 
 OTHER = {"image": "another scene's image", "scene": "another scene"}

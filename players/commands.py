@@ -84,9 +84,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from players.guard import PlayerGaveUp
-    from players.protocol import NEED_IMAGE
+    from players.pixel.evaluation import evaluate_on_dataset
     from players.registry import load_guarded
-    from players.state.evaluation import evaluate_player
 
     kwargs: dict = {}
     if args.weights:
@@ -100,15 +99,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     limits = limits_from_args(args)
     player_input = input_from_args(args)
     with load_guarded(args.player, **limits, player_input=player_input, **kwargs) as player:
-        try:
-            if NEED_IMAGE in player.needs:  # a pixel player: queries carry rendered images
-                from players.pixel.evaluation import evaluate_image_player
-
-                result = evaluate_image_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
-                                               render_workers=args.render_workers, progress=not args.no_progress)
-            else:
-                result = evaluate_player(player, args.data, limit=args.limit, batch_size=args.batch_size,
-                                         progress=not args.no_progress)
+        try:  # a pixel player's queries carry rendered images
+            result = evaluate_on_dataset(player, args.data, limit=args.limit, batch_size=args.batch_size,
+                                         render_workers=args.render_workers, progress=not args.no_progress)
         except PlayerGaveUp as exc:
             raise RunFailed(str(exc)) from None
         count = player.count

@@ -310,7 +310,7 @@ def _player_file(path: str, **kwargs: Any) -> Player:
     if not path.strip():
         raise InputError(f"player spec '{PLAYER_FILE_PREFIX}': no path after '{PLAYER_FILE_PREFIX}'")
     kwargs.setdefault("name", f"{PLAYER_FILE_PREFIX}{path}")
-    pixel_kind = _pixel_file_kind(path)
+    pixel_kind = pixel_file_kind(path)
     if pixel_kind is not None:
         from players.pixel.object_player import ObjectTransformerPlayer
         from players.pixel.player import FiLMPlayer, NeuroSymbolicPlayer, PixelRelationNetworkPlayer
@@ -327,7 +327,7 @@ def _player_file(path: str, **kwargs: Any) -> Player:
     return StatePlayer(path, **kwargs)  # the base class takes a state file of either scene-reading kind
 
 
-def _pixel_file_kind(path: str) -> str | None:
+def pixel_file_kind(path: str) -> str | None:
     """The model kind of a pixel player file (or of the player in its training checkpoint); None for any
     other file, which the state player's reader then accepts or refuses in one line."""
     from players.pixel.checkpoint import FORMAT, PLAYER_KINDS

@@ -19,8 +19,8 @@ from clevr_game.dataset import dataset_files, load_questions
 from clevr_game.errors import InputError
 from clevr_game.scene import load_scenes
 from players.pixel.images import ImageSpec, ensure_images
-from players.protocol import Player, Query
-from players.state.evaluation import Evaluation
+from players.protocol import NEED_IMAGE, Player, Query
+from players.state.evaluation import Evaluation, evaluate_player
 
 
 def evaluate_image_player(
@@ -70,3 +70,22 @@ def evaluate_image_player(
         bar.update(len(chunk))
     bar.close()
     return result
+
+
+def evaluate_on_dataset(
+    player: Player,
+    folder: str | os.PathLike[str],
+    *,
+    limit: int | None = None,
+    batch_size: int | None = None,
+    render_workers: int = 1,
+    progress: bool = False,
+    shown: list[int] | None = None,
+) -> Evaluation:
+    """Any player on the dataset in `folder`, as `players eval` asks it: about the rendered images for a
+    player that needs them (`evaluate_image_player`), about the scenes otherwise (`evaluate_player`)."""
+    sizing = {} if batch_size is None else {"batch_size": batch_size}
+    if NEED_IMAGE in player.needs:
+        return evaluate_image_player(player, folder, limit=limit, render_workers=render_workers, progress=progress,
+                                     shown=shown, **sizing)
+    return evaluate_player(player, folder, limit=limit, progress=progress, shown=shown, **sizing)
