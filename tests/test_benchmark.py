@@ -139,6 +139,7 @@ def test_resume_after_a_kill_loses_and_duplicates_nothing(setup, tmp_path):
     assert "trials: 4 finished: 4 failed: 0" in printed, printed
 
 
+@pytest.mark.slow  # 11 s, most of it Ray starting its cluster
 def test_ray_and_process_pool_give_identical_trials(setup, tmp_path):
     pytest.importorskip("ray")
     pool = run_plan(_plan(setup, tmp_path / "pool", seeds=1), workers=2)

@@ -14,7 +14,7 @@ def hidden_share(folder) -> float:
 
 
 def test_checked_items_show_every_object_where_unchecked_ones_do_not(tmp_path):
-    generate_poc_dataset(tmp_path / "plain", 3, 60, seed=100)
-    generate_poc_dataset(tmp_path / "checked", 3, 60, seed=100, check_visibility=True)
+    generate_poc_dataset(tmp_path / "plain", 3, 15, seed=100)
+    generate_poc_dataset(tmp_path / "checked", 3, 15, seed=100, check_visibility=True)
     assert hidden_share(tmp_path / "plain") > 0  # the seed draws occluded scenes, so the check has work to do
     assert hidden_share(tmp_path / "checked") == 0

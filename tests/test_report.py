@@ -302,6 +302,7 @@ _PROBE = """<script>window.addEventListener('load', () => {
 });</script>"""
 
 
+@pytest.mark.slow  # 20 s of headless Chromium; the page's HTML is checked by the tests above
 def test_report_page_loads_in_a_browser_with_images_and_tables(bench, tmp_path):
     browser = _chromium()
     results, _, _ = bench
