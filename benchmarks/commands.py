@@ -20,6 +20,7 @@ from clevr_game.cli_types import (
     int_in,
     int_list_in,
     output_folder,
+    positive_float,
 )
 from clevr_game.errors import InputError
 from players.guard import add_limit_options, limits_from_args
@@ -72,15 +73,24 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     planned = {trial["trial"] for trial in plan.trials()}
     total = len(planned)
     records = run_plan(plan, workers=args.workers, ray=args.ray, ray_address=args.ray_address,
-                       on_progress=lambda progress: print(progress.line(), flush=True))
+                       on_progress=lambda progress: print(progress.line(), flush=True), max_minutes=args.max_minutes)
     # The folder may hold other players' trials too (--players): the last line counts this plan's.
     records = {trial_id: record for trial_id, record in records.items() if trial_id in planned}
     failed = sum("error" in r for r in records.values())
+    if not records:  # stopped by --max-minutes before any trial of this plan finished
+        print(f"stopped at the --max-minutes limit ({args.max_minutes:g}): {total} trial(s) not begun; "
+              "the same command continues the benchmark")
+        print(f"trials: {total} finished: 0 failed: 0")
+        print("report: none yet (no trial finished)")
+        return 0
     update_results_folder(out, list(records.values()), Path(plan.items))
     md, page = build_report(out, gallery_preset=args.gallery_preset)
     if failed:
         print(f"{failed} trial(s) failed; their errors are in {md} (Failed trials) and {out / TRIALS_FILE}",
               file=sys.stderr)
+    if len(records) < total:
+        print(f"stopped at the --max-minutes limit ({args.max_minutes:g}): {total - len(records)} trial(s) not "
+              "begun; the same command continues the benchmark")
     print(f"trials: {total} finished: {len(records) - failed} failed: {failed}")
     print(f"report: {md} {page}")
     return 1 if failed else 0
@@ -133,9 +143,10 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("benchmark", help="players x mini-game sizes x mini-games x seeds of `attack`, with a report")
     p.add_argument("--preset", choices=list(PRESETS), default="quick",
                    help="quick: minutes on 2 cores; paper: the shipped players at the paper's scale; table2: the "
-                        "paper's Table 2 experiment on every player, state and pixel adversaries, sizes 10/100/1000 "
-                        "(about 1.2 hours on 2 cores as measured, see docs/report.md); table2-full: the same at 30 seeds per "
-                        "mini-game, for a Ray cluster or GPU machine")
+                        "paper's Table 2 experiment on every player, state and pixel adversaries, 10/5/3 mini-games "
+                        "of sizes 10/100/1000 x 2 seeds, 500 steps per item (about 16 hours on 2 cores, estimated; "
+                        "docs/table2.md); table2-full: the same at 30 seeds, for a Ray cluster; table2-pilot: the "
+                        "design results/table2 was made with (about 1.2 hours)")
     p.add_argument("--clevr-templates", default=None, metavar="DIR",
                    help="CLEVR 1.0's template folder: the table2 presets' generated pool asks CLEVR's templates "
                         "and the project's own (default: the own templates only, with a notice)")
@@ -153,6 +164,9 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int_in(1, MAX_STEPS), default=None, help="training env steps per trial")
     p.add_argument("--out", type=output_folder, default="results")
     p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="local processes running trials")
+    p.add_argument("--max-minutes", type=positive_float, default=None,
+                   help="start no trial after this many minutes (those under way finish and are recorded); "
+                        "the same command continues the benchmark")
     p.add_argument("--ray", action="store_true", help="run trials as Ray tasks on a local Ray")
     p.add_argument("--ray-address", default=None, help="run trials on this Ray cluster")
     p.add_argument("--adversary-weights", default=None, help="relation-network file (default: the shipped one)")

@@ -1,22 +1,28 @@
 """Benchmark presets: `quick` (minutes on a 2-core machine), `paper`, and the Table 2 experiment.
 
-`table2` is the paper's experiment sized to fit in 8 hours on this project's
-2-core machine; `table2-full` is the paper's scale (30 seeds per mini-game) for a
-Ray cluster or a GPU machine. Both play CLEVR-template questions on CLEVR-rule
-scenes generated with every object visible (CLEVR 1.0's templates shipped in the
-package, or a copy named by `--clevr-templates DIR`, beside the project's own), against every player, with a state-input and a
-pixel-input adversary, on mini-games of sizes 10, 100 and 1000 that share no item.
+`table2` is the paper's experiment at the power its questions need: 10 / 5 / 3
+mini-games of sizes 10 / 100 / 1000, two seeds each, on a generated pool of one
+question per scene (so mini-games share neither items nor scenes), every referee
+(CLEVR's visibility rule included) for every player, the blind player as the floor,
+and the robustness card's per-trial budget (benchmarks.card.protocol, `standard`):
+500 adversary training steps per item at every size, so that size is not confounded
+with training budget, 16 evaluation samples and a greedy search of 50 queries per
+item. Each trial carries every baseline: random and random valid moves, greedy search
+(once per mini-game) and the blind accuracy (each question asked about another item's
+scene). `table2-full` is the same design at the paper's 30 seeds, for a Ray cluster.
 
-How long `table2` takes, measured: the committed run (`results/table2/trials.jsonl`,
-one trial at a time with another job on the second core) took 33 s per pixel
-player trial at size 10, 133 s at size 100 and 301 s at size 1000 on average (the
-random valid baseline and, on each mini-game's first seed, the greedy search
-included); a state player's trials took 5 s, 10 s and 36 s. Visibility is judged by
-ray casting (about 2 ms a scene), so a pixel player's query costs little more than
-rendering the moved scene. With 3 mini-games x 2 seeds of size 10, 2 x 2 of size 100
-and 1 x 1 of size 1000, two adversaries, two state and four pixel players, that is
-about 2.4 hours of trial time, 1.2 hours on two cores (`estimated_hours`). The
-first estimate, 7.5 hours, assumed a Blender index pass per moved scene.
+How long `table2` takes (`estimated_hours`): sizes 10 and 100 are the standard
+cards' measured trial times (results/leaderboard/*/trials.jsonl, the same budget per
+trial), averaged over the players of a kind and their adversaries; size 1000 is ten
+times size 100 (ten times the steps and items), an extrapolation until its first
+trials are measured. With the object-transformer that is about 32 hours of trial
+time, about 16 hours on two cores, two thirds of it the size-1000 trials of the image
+players: a run of several `--max-minutes` pieces, each resuming at the first missing
+trial.
+
+`table2-pilot` is the design `results/table2/` was made with (3 / 2 / 1 mini-games,
+2,000 / 500 / 50 steps per item, two questions per scene, visibility for image
+players only); it stays so that those trials can be rebuilt and resumed.
 """
 
 from __future__ import annotations
@@ -26,6 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.trials import Plan, SizeBudget
+
+
+@dataclass(frozen=True)
+class TrialTime:
+    """The measured mean seconds of one trial of a player kind (state | pixel) at one size and step count."""
+
+    kind: str
+    size: int
+    steps: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,9 @@ class Preset:
     """The default pool asks CLEVR 1.0's templates (shipped, or `--clevr-templates DIR`) and the project's own."""
     check_visibility: bool | None = None
     """Every referee for every player, CLEVR's visibility rule included (True); None: visibility for image
-    players only, as the committed Table 2 trials were made."""
+    players only, as the committed Table 2 pilot's trials were made."""
+    trial_times: tuple[TrialTime, ...] = ()
+    """What `estimated_hours` scales: measured mean trial times of this design."""
 
     def budget(self, size: int) -> SizeBudget:
         return next((b for b in self.per_size if b.size == size),
@@ -69,29 +87,60 @@ perception misreads moved objects; results/table2 measured drops of 0.10 to 0.19
 STATE_PLAYERS = ("state-transformer", "state-rn")
 OBJECT_TRANSFORMER = "object-transformer"
 PIXEL_PLAYERS = ("neuro-symbolic", "film", "pixel-rn", OBJECT_TRANSFORMER)
-TABLE2_PLAYERS = ("state-transformer", "state-rn", "neuro-symbolic", "film", "pixel-rn")
+BLIND = "blind"
+TABLE2_PLAYERS = ("state-transformer", "state-rn", "neuro-symbolic", "film", "pixel-rn", BLIND)
+TABLE2_PILOT_PLAYERS = ("state-transformer", "state-rn", "neuro-symbolic", "film", "pixel-rn")
 
-TABLE2_BUDGETS = (SizeBudget(10, 3, 2, 20_000, search_budget=20),
-                  SizeBudget(100, 2, 2, 50_000, eval_samples=16, search_budget=20),
-                  SizeBudget(1000, 1, 1, 50_000, eval_samples=8, search_budget=10))
-TABLE2_FULL_BUDGETS = (SizeBudget(10, 10, 30, 20_000, search_budget=100),
-                       SizeBudget(100, 5, 30, 50_000, search_budget=50),
-                       SizeBudget(1000, 3, 30, 100_000, eval_samples=16, search_budget=20))
+STEPS_PER_ITEM = 500
+"""The robustness card's `standard` budget per item (clevr-robust-v1), at every size of table2."""
+TABLE2_EVAL_SAMPLES = 16
+TABLE2_SEARCH_BUDGET = 50
 
-TRIAL_SECONDS = {("state", 10): 5, ("state", 100): 10, ("state", 1000): 36,
-                 ("pixel", 10): 33, ("pixel", 100): 133, ("pixel", 1000): 301}
-"""Mean seconds of one table2 trial by player kind and size, baselines included (module docstring)."""
+
+def _equal_per_item(minigames: dict[int, int], seeds: int) -> tuple[SizeBudget, ...]:
+    return tuple(SizeBudget(size, count, seeds, STEPS_PER_ITEM * size, eval_samples=TABLE2_EVAL_SAMPLES,
+                            search_budget=TABLE2_SEARCH_BUDGET) for size, count in minigames.items())
+
+
+TABLE2_MINIGAMES = {10: 10, 100: 5, 1000: 3}
+TABLE2_BUDGETS = _equal_per_item(TABLE2_MINIGAMES, seeds=2)
+TABLE2_FULL_BUDGETS = _equal_per_item(TABLE2_MINIGAMES, seeds=30)
+TABLE2_POOL_SCENES = 3_600
+"""One question per scene: 10 x 10 + 5 x 100 + 3 x 1000 items, every mini-game on scenes of its own."""
+
+TABLE2_TRIAL_TIMES = (
+    # The standard cards (results/leaderboard, 2 cores with another job beside): state-transformer and state-rn;
+    # neuro-symbolic and object-transformer, both adversaries. Size 1000: ten times size 100, extrapolated.
+    TrialTime("state", 10, 5_000, 3.6), TrialTime("state", 100, 50_000, 57.7),
+    TrialTime("state", 1000, 500_000, 577.0),
+    TrialTime("pixel", 10, 5_000, 15.8), TrialTime("pixel", 100, 50_000, 159.2),
+    TrialTime("pixel", 1000, 500_000, 1592.0),
+)
+TABLE2_PILOT_BUDGETS = (SizeBudget(10, 3, 2, 20_000, search_budget=20),
+                        SizeBudget(100, 2, 2, 50_000, eval_samples=16, search_budget=20),
+                        SizeBudget(1000, 1, 1, 50_000, eval_samples=8, search_budget=10))
+TABLE2_PILOT_TRIAL_TIMES = (
+    # The pilot's own run (results/table2/trials.jsonl), one trial at a time with another job on the second core.
+    TrialTime("state", 10, 20_000, 5), TrialTime("state", 100, 50_000, 10), TrialTime("state", 1000, 50_000, 36),
+    TrialTime("pixel", 10, 20_000, 33), TrialTime("pixel", 100, 50_000, 133), TrialTime("pixel", 1000, 50_000, 301),
+)
 WORKERS = 2
 
 PRESETS: dict[str, Preset] = {
     "quick": Preset(QUICK_PLAYERS, (10,), 2, 3, 20_000, 32, 100, 200, 2, check_visibility=True),
     "paper": Preset(SHIPPED_PLAYERS, (10, 100, 1000), 3, 30, 100_000, 64, 500, 5_000, 2),
-    "table2": Preset(TABLE2_PLAYERS, (10, 100, 1000), 3, 2, 50_000, 32, 20, 700, 2,
-                     adversaries=("state", "pixel"), per_size=TABLE2_BUDGETS,
-                     optional_players=(OBJECT_TRANSFORMER,), clevr_templates=True),
-    "table2-full": Preset(TABLE2_PLAYERS, (10, 100, 1000), 10, 30, 100_000, 32, 100, 2_000, 2,
-                          adversaries=("state", "pixel"), per_size=TABLE2_FULL_BUDGETS,
-                          optional_players=(OBJECT_TRANSFORMER,), clevr_templates=True),
+    "table2": Preset(TABLE2_PLAYERS, (10, 100, 1000), 10, 2, STEPS_PER_ITEM * 10, TABLE2_EVAL_SAMPLES,
+                     TABLE2_SEARCH_BUDGET, TABLE2_POOL_SCENES, 1, adversaries=("state", "pixel"),
+                     per_size=TABLE2_BUDGETS, optional_players=(OBJECT_TRANSFORMER,), clevr_templates=True,
+                     check_visibility=True, trial_times=TABLE2_TRIAL_TIMES),
+    "table2-full": Preset(TABLE2_PLAYERS, (10, 100, 1000), 10, 30, STEPS_PER_ITEM * 10, TABLE2_EVAL_SAMPLES,
+                          TABLE2_SEARCH_BUDGET, TABLE2_POOL_SCENES, 1, adversaries=("state", "pixel"),
+                          per_size=TABLE2_FULL_BUDGETS, optional_players=(OBJECT_TRANSFORMER,),
+                          clevr_templates=True, check_visibility=True, trial_times=TABLE2_TRIAL_TIMES),
+    "table2-pilot": Preset(TABLE2_PILOT_PLAYERS, (10, 100, 1000), 3, 2, 50_000, 32, 20, 700, 2,
+                           adversaries=("state", "pixel"), per_size=TABLE2_PILOT_BUDGETS,
+                           optional_players=(OBJECT_TRANSFORMER,), clevr_templates=True,
+                           trial_times=TABLE2_PILOT_TRIAL_TIMES),
 }
 POOL_SEED = 0
 
@@ -106,15 +155,15 @@ def items_needed(preset: Preset) -> int:
 
 
 def estimated_hours(preset: Preset, players: tuple[str, ...] | None = None, workers: int = WORKERS) -> float:
-    """Wall-clock hours of the preset on `workers` cores from the measured TRIAL_SECONDS, scaled by its steps."""
-    table2 = {b.size: b for b in TABLE2_BUDGETS}
+    """Wall-clock hours of the preset on `workers` cores: its measured `trial_times`, scaled by its steps."""
+    measured = {(t.kind, t.size): t for t in preset.trial_times}
     seconds = 0.0
     for player in preset.all_players() if players is None else players:
         kind = "pixel" if player in PIXEL_PLAYERS else "state"
         for size in preset.sizes:
-            budget = preset.budget(size)
+            budget, time = preset.budget(size), measured[(kind, size)]
             trials = budget.minigames * budget.seeds * len(preset.adversaries)
-            seconds += trials * TRIAL_SECONDS[(kind, size)] * budget.steps / table2[size].steps
+            seconds += trials * time.seconds * budget.steps / time.steps
     return seconds / workers / 3600
 
 

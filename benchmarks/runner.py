@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from itertools import islice
 from multiprocessing import get_context
 from typing import Any
 
@@ -71,19 +72,27 @@ def prepare(plan: Plan) -> None:
     prepare_minigames(plan, [it.item_id for it in load_items(plan.items)])
 
 
-def _local(trials: list[dict], workers: int) -> Iterable[dict]:
+def _local(trials: list[dict], workers: int, may_start: Callable[[], bool]) -> Iterable[dict]:
     if workers <= 1:
         for trial in trials:
+            if not may_start():
+                return
             yield run_trial(trial)
         return
     # spawn: a forked child of a process that imported torch or bpy can hang.
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_trial, t) for t in trials]
-        for future in as_completed(futures):
-            yield future.result()
+        waiting = iter(trials)
+        running = {pool.submit(run_trial, t) for t in islice(waiting, workers)} if may_start() else set()
+        while running:
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+                trial = next(waiting, None) if may_start() else None
+                if trial is not None:
+                    running.add(pool.submit(run_trial, trial))
 
 
-def _ray(trials: list[dict], address: str | None, workers: int) -> Iterable[dict]:
+def _ray(trials: list[dict], address: str | None, workers: int, may_start: Callable[[], bool]) -> Iterable[dict]:
     import ray
 
     if not ray.is_initialized():
@@ -93,10 +102,16 @@ def _ray(trials: list[dict], address: str | None, workers: int) -> Iterable[dict
             ray.init(num_cpus=max(1, workers), include_dashboard=False, ignore_reinit_error=True,
                      log_to_driver=False)
     remote = ray.remote(num_cpus=1)(run_trial)
-    pending = [remote.remote(t) for t in trials]
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
+    # As many trials in flight as the cluster has cores, each next one started only while the time allows.
+    window = max(1, int(ray.cluster_resources().get("CPU", workers)))
+    waiting = iter(trials)
+    running = [remote.remote(t) for t in islice(waiting, window)] if may_start() else []
+    while running:
+        done, running = ray.wait(running, num_returns=1)
         yield ray.get(done[0])
+        trial = next(waiting, None) if may_start() else None
+        if trial is not None:
+            running.append(remote.remote(trial))
 
 
 def run_plan(
@@ -107,11 +122,14 @@ def run_plan(
     ray_address: str | None = None,
     on_record: Callable[[dict], None] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    max_minutes: float | None = None,
 ) -> dict[str, dict]:
     """Run every trial not yet recorded; returns all records.
 
     `on_record` gets each finished trial's record; `on_progress` the same with
     the count of trials done, the time elapsed and an estimate of the time left.
+    After `max_minutes` no trial starts; those under way finish and are recorded,
+    and the same plan run again plays the rest.
     """
     with sole_writer(plan.out, "benchmark"):
         started = time.monotonic()
@@ -119,7 +137,13 @@ def run_plan(
         records = read_trials(plan.out)
         trials = pending_trials(plan)
         total = len(plan.trials())
-        stream = _ray(trials, ray_address, workers) if (ray or ray_address) else _local(trials, workers)
+        deadline = None if max_minutes is None else started + 60 * max_minutes
+
+        def may_start() -> bool:
+            return deadline is None or time.monotonic() < deadline
+
+        stream = (_ray(trials, ray_address, workers, may_start) if (ray or ray_address)
+                  else _local(trials, workers, may_start))
         for finished_here, record in enumerate(stream, start=1):
             records[record["trial"]] = record
             append_trial(plan.out, record)

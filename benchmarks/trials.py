@@ -72,6 +72,8 @@ class Plan:
     image_size: str | None = None
     render_preset: str | None = None
     send_image: str | None = None
+    blind_baseline: bool = True
+    """Each first-adversary trial also asks its questions about other items' scenes (the card has its own pass)."""
     first_seed: int = 0
     """The seeds of a mini-game are first_seed, first_seed + 1, ...: `evaluate --seed S` plays other seeds."""
 
@@ -122,6 +124,8 @@ class Plan:
                                 # Like the random adversary's row, the random valid one comes from the
                                 # first adversary's trials; for pixel players each of its moves is rendered.
                                 "random_valid": adversary == self.adversaries[0],
+                                # So is the blind baseline: each question asked about another item's scene.
+                                "blind": self.blind_baseline and adversary == self.adversaries[0],
                             })
         return trials
 
@@ -288,6 +292,8 @@ def _attack(trial: dict[str, Any]) -> dict[str, Any]:
     record["manipulation_sizes"] = manipulation_sizes(Path(trial["run"]) / MANIPULATIONS_FILE)
     if trial["search_budget"]:
         record["search"] = _search(trial)
+    if trial.get("blind"):
+        record.update(_clean_and_blind(trial))
     return record
 
 
@@ -395,6 +401,38 @@ def _search(trial: dict[str, Any]) -> dict[str, float]:
         "item_results": [[r.item_id, int(bool(r.flipped and r.flipped.dropped))] for r in scored],
         **({"player_errors": errors, "unscored_items": len(results) - len(scored)} if errors else {}),
     }
+
+
+def _clean_and_blind(trial: dict[str, Any]) -> dict[str, Any]:
+    """The player's accuracy on the mini-game's items, with their own scenes and with other items' scenes.
+
+    The blind figure (benchmarks.card.clean_blind) says how much of the player's accuracy
+    comes from the scene at all: a drop of a player that barely looks says little.
+    """
+    from agents.attack import PlayerFailedRun
+    from benchmarks.card.clean_blind import clean_and_blind
+    from envs.game import Game
+    from envs.items import ItemPool, load_items
+    from envs.minigames import MiniGames
+    from players.guard import PlayerGaveUp
+    from players.registry import load_guarded
+
+    items = load_items(trial["items"])
+    chosen = [items[i] for i in MiniGames.load(trial["minigames_file"]).indices(
+        [it.item_id for it in items], trial["minigame"])]
+    pool = ItemPool(chosen)
+    with load_guarded(trial["player"], timeout_s=trial.get("player_timeout"),
+                      startup_timeout_s=trial.get("player_startup_timeout"),
+                      max_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
+                      player_input=trial_input(trial)) as player:
+        visibility = trial.get("check_visibility")
+        try:
+            clean, blind = clean_and_blind(Game(pool, player, check_visibility=visibility),
+                                           Game(pool, player.player, check_visibility=visibility), chosen,
+                                           trial["seed"])
+        except PlayerGaveUp as exc:
+            raise PlayerFailedRun(f"blind baseline: {exc}", player.count) from None
+    return {"own_scene_accuracy": clean.to_json(), "blind_accuracy": blind.to_json()}
 
 
 def _write_search_flips(flips: list[Any], path: Path) -> None:

@@ -62,6 +62,38 @@ def test_failing_player_fails_only_its_trials(setup, tmp_path):
     assert "Failed trials" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_no_trial_starts_after_the_time_limit(setup, tmp_path, workers):
+    plan = _plan(setup, tmp_path, seeds=1)
+    assert run_plan(plan, workers=workers, max_minutes=0) == {}
+    assert read_trials(tmp_path) == {}  # the command's test below continues such a run
+
+
+def test_the_benchmark_command_says_it_stopped_and_continues(setup, tmp_path, capsys):
+    from clevr_game.cli import main
+
+    command = ["benchmark", "--players", "oracle,blind", "--items", str(setup / "items"), "--sizes", "10",
+               "--minigames", "1", "--seeds", "1", "--steps", "256", "--workers", "1", "--out", str(tmp_path),
+               "--no-progress", "--adversary-weights", str(setup / "rn.pt"), "--gallery-preset", "schematic"]
+    # A limit shorter than the mini-games' preparation: no trial may begin, on any machine.
+    assert main([*command, "--max-minutes", "1e-6"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-3] == ("stopped at the --max-minutes limit (1e-06): 2 trial(s) not begun; "
+                         "the same command continues the benchmark")
+    assert lines[-2] == "trials: 2 finished: 0 failed: 0"
+    assert main(command) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-2] == "trials: 2 finished: 2 failed: 0"
+    # Every trial of the first adversary also asks its questions about other items' scenes: the blind baseline.
+    for record in read_trials(tmp_path).values():
+        own, blind = record["own_scene_accuracy"], record["blind_accuracy"]
+        assert own["answered"] == blind["answered"] == 10 and own["errors"] == 0
+        if record["player"] == "oracle":
+            assert own["value"] == record["clean_accuracy"] == 1.0 and blind["value"] < 1.0
+        else:  # a player that reads only the question answers the same about any scene
+            assert own["correct"] == blind["correct"]
+        assert blind["low"] <= blind["value"] <= blind["high"]
+
+
 # A subprocess player that waits at a gate: while HOLD exists it writes its pid to ARRIVED and blocks;
 # then it answers "yes" to every query. Its first start marks a known point of the benchmark.
 GATE_PLAYER = """

@@ -168,7 +168,7 @@ def _plan(options: EvaluateOptions, protocol: Any, budget: Any, out: Path, image
         players=[options.player], items=str(protocol.items_folder), sizes=sizes,
         minigames=max(s.minigames for s in budget.sizes), seeds=max(s.seeds for s in budget.sizes),
         steps=budget.steps(sizes[0]), out=str(out), eval_samples=budget.eval_samples,
-        search_budget=budget.search_budget, check_visibility=True,
+        search_budget=budget.search_budget, check_visibility=True, blind_baseline=False,
         adversaries=("state", "pixel") if image_player and budget.pixel_adversary else ("state",),
         per_size=tuple(SizeBudget(s.size, s.minigames, s.seeds, budget.steps(s.size), budget.eval_samples,
                                   budget.search_budget) for s in budget.sizes),
