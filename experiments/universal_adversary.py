@@ -47,24 +47,46 @@ DEFAULT_STEPS = 50_000_000
 
 
 def make_split(item_ids: list[str], train_size: int, heldout_minigames: int, minigame_size: int,
-               heldout_items: int, seed: int) -> dict[str, Any]:
-    """Training items, held-out mini-games (for per-mini-game adversaries) and more held-out items, disjoint."""
-    needed = train_size + max(heldout_items, heldout_minigames * minigame_size)
+               heldout_items: int, seed: int, scene_of: list[int] | None = None) -> dict[str, Any]:
+    """Training items, held-out mini-games (for per-mini-game adversaries) and more held-out items, disjoint.
+
+    With `scene_of` (each item's scene), whole scenes are dealt: no held-out item shares a
+    scene with a training item, so the held-out figures measure moves that transfer to
+    scenes the adversary never saw, not only to other questions about them.
+    """
+    heldout_size = max(heldout_items, heldout_minigames * minigame_size)
+    needed = train_size + heldout_size
     if len(item_ids) < needed:
         raise InputError(f"the pool holds {len(item_ids)} items; --train-size {train_size} and the held-out "
                          f"items need {needed}")
-    order = np.random.default_rng(seed).permutation(len(item_ids)).tolist()
-    train = [item_ids[i] for i in order[:train_size]]
-    rest = [item_ids[i] for i in order[train_size:]]
+    rng = np.random.default_rng(seed)
+    if scene_of is None:
+        order = rng.permutation(len(item_ids)).tolist()
+        train, rest = [item_ids[i] for i in order[:train_size]], [item_ids[i] for i in order[train_size:]]
+        by = {}
+    else:
+        scenes = sorted(set(scene_of))
+        items_of: dict[int, list[str]] = {scene: [] for scene in scenes}
+        for item_id, scene in zip(item_ids, scene_of, strict=True):
+            items_of[scene].append(item_id)
+        dealt = [items_of[scenes[i]] for i in rng.permutation(len(scenes))]
+        train, rest, in_training = [], [], True
+        for scene_items in dealt:
+            if in_training and len(train) + len(scene_items) > train_size:
+                in_training = False  # a scene is never split between training and held-out items
+            (train if in_training else rest).extend(scene_items)  # len(rest) >= len(ids) - train_size
+        by = {"heldout_by": "scenes"}
     games = [rest[k * minigame_size:(k + 1) * minigame_size] for k in range(heldout_minigames)]
-    return {"seed": seed, "train": train, "heldout_minigames": games,
-            "heldout": rest[:max(heldout_items, heldout_minigames * minigame_size)]}
+    return {"seed": seed, **by, "train": train, "heldout_minigames": games, "heldout": rest[:heldout_size]}
 
 
-def _load_split(out: Path, item_ids: list[str], args: argparse.Namespace) -> dict[str, Any]:
+def _load_split(out: Path, items: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     path = out / SPLIT_FILE
-    split = make_split(item_ids, args.train_size, args.heldout_minigames, args.minigame_size,
-                       args.heldout_items, args.seed)
+    scene_index: dict[int, int] = {}
+    scene_of = [scene_index.setdefault(id(item.scene), len(scene_index)) for item in items]
+    split = make_split([item.item_id for item in items], args.train_size, args.heldout_minigames,
+                       args.minigame_size, args.heldout_items, args.seed,
+                       scene_of if args.heldout == "scenes" else None)
     if path.is_file():
         if read_json(path) != split:
             raise InputError(f"{path}: written for other items or options; use the same ones or another --out")
@@ -273,11 +295,14 @@ def report(args: argparse.Namespace, progress: dict[str, Any], universal: dict[s
         return f"{np.mean(values):.4f} [{low:.4f}, {high:.4f}]"
 
     per_mg = [d for record in minigames for d in record["per_item_drop"]]
+    apart = ("Held-out items are on scenes no training item uses." if args.heldout == "scenes" else
+             "Held-out items are other questions, often about the training items' scenes (`--heldout items`).")
     lines = [
         "# Universal adversary", "",
         f"One adversary trained on {args.train_size:,} items against `{args.player}` "
         f"({steps:,} env steps, {seconds / 60:.1f} minutes over {len(calls)} call(s), "
-        f"{steps / max(seconds, 1e-9):,.0f} steps/s; the player took {100 * player_share:.0f}% of the time).", "",
+        f"{steps / max(seconds, 1e-9):,.0f} steps/s; the player took {100 * player_share:.0f}% of the time). "
+        + apart, "",
         "Training curve (dropped share of the batch, mean of 50 updates): "
         + ", ".join(f"{progress['history']['steps'][m]:,} steps {dropped[m]:.4f}" for m in marks) + ".", "",
         "| items | adversary | drop (mean over items, 95% CI) | consistency | invalid |",
@@ -310,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-size", type=int, default=10_000)
     parser.add_argument("--heldout-items", type=int, default=1_000)
     parser.add_argument("--heldout-minigames", type=int, default=10)
+    parser.add_argument("--heldout", choices=("scenes", "items"), default="scenes",
+                        help="what held-out items keep apart from training: their scenes (no held-out item on a "
+                             "training scene) or only themselves (results/universal was made so)")
     parser.add_argument("--minigame-size", type=int, default=10)
     parser.add_argument("--minigame-steps", type=int, default=20_000)
     parser.add_argument("--num-envs", type=int, default=256)
@@ -327,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     try:
-        split = _load_split(out, [it.item_id for it in load_items(args.items)], args)
+        split = _load_split(out, load_items(args.items), args)
         if args.report_only:
             saved = read_json(out / RESULT_FILE)
             progress = read_json(out / PROGRESS_FILE)

@@ -24,6 +24,20 @@ def test_split_keeps_training_and_heldout_items_apart():
         make_split(ids, train_size=90, heldout_minigames=3, minigame_size=10, heldout_items=30, seed=4)
 
 
+def test_a_scene_split_holds_out_whole_scenes():
+    ids = [f"{i}:{q}" for i in range(40) for q in range(3)]
+    scene_of = [i for i in range(40) for _ in range(3)]
+    split = make_split(ids, train_size=70, heldout_minigames=2, minigame_size=10, heldout_items=30, seed=4,
+                       scene_of=scene_of)
+    scene = dict(zip(ids, scene_of, strict=True))
+    train_scenes, heldout_scenes = {scene[i] for i in split["train"]}, {scene[i] for i in split["heldout"]}
+    assert split["heldout_by"] == "scenes" and not train_scenes & heldout_scenes
+    assert 68 <= len(split["train"]) <= 70 and len(split["heldout"]) == 30  # whole scenes of three items
+    assert {i for g in split["heldout_minigames"] for i in g} <= set(split["heldout"])
+    # The item split (the committed results/universal) is unchanged by the new option.
+    assert "heldout_by" not in make_split(ids, 70, 2, 10, 30, seed=4)
+
+
 def test_a_tiny_universal_run_resumes_and_reports(tmp_path):
     generate_dataset(tmp_path / "items", 20, 5, seed=7, progress=False)
     out = tmp_path / "out"
@@ -35,6 +49,7 @@ def test_a_tiny_universal_run_resumes_and_reports(tmp_path):
     calls = json.loads((out / "progress.json").read_text())["calls"]
     assert len(calls) == 2 and calls[1]["from_step"] == calls[0]["to_step"] > 0
     report = (out / "report.md").read_text()
+    assert "Held-out items are on scenes no training item uses." in report
     assert "| held-out items (20) | universal (last policy) |" in report and "per-mini-game adversaries (1 x size 10" in report
     result = json.loads((out / "result.json").read_text())
     assert result["universal"]["heldout"]["universal"]["drop"] == 0.0  # the oracle never breaks
