@@ -176,6 +176,43 @@ def clean_accuracy(records: list[dict]) -> dict[str, float]:
             for player, cells in sorted(seen.items())}
 
 
+def blind_floor(records: list[dict]) -> list[dict]:
+    """Per player, accuracy with each item's own scene and with another item's (the blind baseline), pooled.
+
+    Each distinct mini-game counts once (its lowest seed's blind pass): the seeds play the
+    same items. `from_scene` is how much of the accuracy comes from the scene at all; a
+    player near zero answers from the question, and its drops say little.
+    """
+    from scipy.stats import binomtest
+
+    first: dict[tuple[str, int, int], dict] = {}
+    for record in _ok(records):
+        if "blind_accuracy" in record:
+            key = (record["player"], record["size"], record["minigame"])
+            if key not in first or record["seed"] < first[key]["seed"]:
+                first[key] = record
+    pooled: dict[str, dict[str, int]] = defaultdict(lambda: {"answered": 0, "own": 0, "blind": 0, "minigames": 0})
+    for (player, _, _), record in sorted(first.items()):
+        cell = pooled[player]
+        cell["answered"] += record["own_scene_accuracy"]["answered"]
+        cell["own"] += record["own_scene_accuracy"]["correct"]
+        cell["blind"] += record["blind_accuracy"]["correct"]
+        cell["minigames"] += 1
+    rows = []
+    for player, cell in sorted(pooled.items()):
+        entry = {"player": player, "minigames": cell["minigames"], "items": cell["answered"]}
+        for name in ("own", "blind"):
+            test = binomtest(cell[name], cell["answered"]) if cell["answered"] else None
+            ci = test.proportion_ci(0.95, method="wilson") if test else None
+            entry[name] = {"value": round(cell[name] / cell["answered"], 6) if cell["answered"] else None,
+                           "low": round(float(ci.low), 6) if ci else None,
+                           "high": round(float(ci.high), 6) if ci else None}
+        entry["from_scene"] = (round((cell["own"] - cell["blind"]) / cell["answered"], 6)
+                               if cell["answered"] else None)
+        rows.append(entry)
+    return rows
+
+
 def accuracy_vs_robustness(records: list[dict]) -> dict:
     """Question 3: per trained adversary, rank correlations across players and each player's worst mini-game."""
     accuracy = clean_accuracy(records)
@@ -382,5 +419,8 @@ def answers(records: list[dict], item_rows: list[dict]) -> dict:
     for test in every:
         test["p_holm"] = adjusted.get(id(test))
     out["holm"] = {"tests": len(tested), "level": SIGNIFICANCE}
+    floor = blind_floor(records)
+    if floor:  # trials made before the blind baseline carry none
+        out["blind_floor"] = floor
     return out
 

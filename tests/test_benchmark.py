@@ -92,6 +92,11 @@ def test_the_benchmark_command_says_it_stopped_and_continues(setup, tmp_path, ca
         else:  # a player that reads only the question answers the same about any scene
             assert own["correct"] == blind["correct"]
         assert blind["low"] <= blind["value"] <= blind["high"]
+    floor = {row["player"]: row for row in json.loads((tmp_path / "table2.json").read_text())["blind_floor"]}
+    assert floor["blind"]["from_scene"] == 0.0 and floor["oracle"]["from_scene"] > 0
+    assert floor["oracle"]["own"]["value"] == 1.0 and floor["oracle"]["items"] == 10
+    report = (tmp_path / "report.md").read_text()
+    assert "## Accuracy and its floor" in report and "| blind | 1 | 10 |" in report
 
 
 # A subprocess player that waits at a gate: while HOLD exists it writes its pid to ARRIVED and blocks;

@@ -229,9 +229,25 @@ def _question_5(rows: list[dict], figure: bool) -> list[tuple]:
     return blocks
 
 
+def _floor_blocks(floor: list[dict]) -> list[tuple]:
+    if not floor:
+        return []
+    header = ["player", "mini-games", "items", "own scene (95% CI)", "another scene (95% CI)", "from the scene"]
+    cells = [[r["player"], str(r["minigames"]), str(r["items"]),
+              f"{r['own']['value']:.3f} [{r['own']['low']:.3f}, {r['own']['high']:.3f}]",
+              f"{r['blind']['value']:.3f} [{r['blind']['low']:.3f}, {r['blind']['high']:.3f}]",
+              f"{r['from_scene']:+.3f}"] for r in floor]
+    return [("h2", "Accuracy and its floor"),
+            ("p", "Per player, the accuracy on the mini-games' unmoved items with their own scenes, and with each "
+                  "question asked about another item's scene (the blind baseline; each mini-game once, Wilson "
+                  "intervals). The difference is how much of the accuracy comes from the scene: a player near "
+                  "zero answers from the question's wording, and its drops say little about visual robustness."),
+            ("table", header, cells)]
+
+
 def _question_blocks(parts: ReportParts) -> list[tuple]:
     answers = parts.answers
-    return (_paper_table(parts.rows) + _holm_blocks(answers)
+    return (_paper_table(parts.rows) + _floor_blocks(answers.get("blind_floor", [])) + _holm_blocks(answers)
             + _question_1(answers["1_adversary_inputs"], parts.figures.get("adversary_inputs", False))
             + _question_2(answers["2_size_trend"])
             + _question_3(answers["3_accuracy_vs_robustness"], parts.figures.get("accuracy_vs_robustness", False))
