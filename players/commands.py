@@ -58,6 +58,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise InputError(f"--perception-from is for object-transformer, film and pixel-rn, not {args.player}")
     if args.parser_only and args.player != "neuro-symbolic":
         raise InputError(f"--parser-only is for neuro-symbolic, not {args.player}")
+    if args.curriculum_steps and args.player not in PIXEL_TRAINABLE:
+        raise InputError(f"--curriculum-steps is for {', '.join(PIXEL_TRAINABLE)}, not {args.player}")
     if args.player in PIXEL_TRAINABLE:
         from players.pixel.commands import train_from_args
 
@@ -160,6 +162,10 @@ def add_player_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--parser-only", action="store_true",
                    help="neuro-symbolic: train the question parser alone (no training images; perception unchanged), "
                         "e.g. with --init players/weights/neuro-symbolic.pt on new question phrasings")
+    p.add_argument("--curriculum-steps", type=int_in(0, MAX_STEPS), default=0, metavar="N",
+                   help="pixel players: the first N steps draw their batches from the shortest questions only, "
+                        "a share growing from 20%% to all of them (short questions first, as curricula by "
+                        "program depth do)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--preset", default="fast", help="pixel players: render preset of the images (default fast)")
     p.add_argument("--image-size", type=image_size, default="128x96", help="pixel players: image size, WIDTHxHEIGHT")

@@ -25,7 +25,7 @@ def train_from_args(args: argparse.Namespace, model_config: dict[str, Any]) -> i
         model_config=model_config,
         threads=args.threads, device=args.device, log_dir=args.log_dir, progress=not args.no_progress, resume=args.resume,
         init=args.init, parser_only=args.parser_only, perception_from=args.perception_from,
-        extra_data=list(args.extra or []),
+        extra_data=list(args.extra or []), curriculum_steps=args.curriculum_steps,
         command=" ".join(shlex.quote(a) for a in ["clevr-game", *sys.argv[1:]]),
     )
     _ = (options.spec, options.torch_device)  # a bad preset, size or device fails before the data loads

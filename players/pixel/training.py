@@ -87,6 +87,7 @@ from players.state.checkpoint import read_torch, shipped_path, write_torch_atomi
 from players.state.features import ANSWERS
 from players.state.training import (
     BatchSchedule,
+    CurriculumSchedule,
     FamilyScores,
     check_prepared_words,
     resumed_stopping,
@@ -139,6 +140,8 @@ class PixelTrainingOptions(LoopOptions):
     (None: no early stopping, the run uses its whole step budget)."""
     min_steps: int = 0
     """With `patience`: the run does not stop before this step (`EarlyStopping.min_steps`)."""
+    curriculum_steps: int = 0
+    """Short questions first for this many steps (`CurriculumSchedule`); 0: every question from the start."""
 
     @property
     def kind(self) -> str:
@@ -354,11 +357,13 @@ def majority_baseline(train: PixelData, heldout: PixelData | None) -> dict[str, 
     return result
 
 
-_MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config", "preset", "width", "height")
+_MUST_MATCH_ON_RESUME = ("player", "batch_size", "seed", "model_config", "preset", "width", "height",
+                         "curriculum_steps")
 
 
 def _check_resumable(saved: dict[str, Any], options: PixelTrainingOptions) -> None:
-    saved = {"parser_only": False, **saved}  # checkpoints from before --parser-only trained both parts
+    # Checkpoints from before --parser-only trained both parts; those from before --curriculum-steps had none.
+    saved = {"parser_only": False, "curriculum_steps": 0, **saved}
     for key in (*_MUST_MATCH_ON_RESUME, "parser_only"):
         if saved.get(key) != getattr(options, key):
             raise InputError(
@@ -541,7 +546,9 @@ def _train_pixel(options: PixelTrainingOptions, prepared: PreparedPixelData | No
         model.load_state_dict(checkpoint["player"]["state_dict"])
         state.restore(checkpoint)
         heldout = checkpoint.get("heldout", {})
-    schedule = BatchSchedule(train_data.questions.lengths, options.batch_size, options.seed)
+    schedule = (CurriculumSchedule(train_data.questions.lengths, options.batch_size, options.seed,
+                                   options.curriculum_steps) if options.curriculum_steps
+                else BatchSchedule(train_data.questions.lengths, options.batch_size, options.seed))
     writer = None
     if options.log_dir != "":
         from torch.utils.tensorboard import SummaryWriter

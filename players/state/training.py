@@ -238,6 +238,34 @@ class BatchSchedule:
         return self._batches[step % self.per_epoch]
 
 
+class CurriculumSchedule:
+    """Short questions first: for `steps` steps the batches come from the shortest questions only, a share
+    growing linearly from `start_share` to all of them; then `BatchSchedule`'s epochs.
+
+    Question length stands in for the number of reasoning steps (a zero-hop query is short, a
+    three-hop comparison long), as curricula by program depth do. Every batch is drawn from
+    (seed, step) alone, so a resumed run needs only its step.
+    """
+
+    def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int, steps: int, start_share: float = 0.2):
+        self.after = BatchSchedule(lengths, batch_size, seed)
+        self.batch_size, self.seed, self.steps, self.start_share = batch_size, seed, steps, start_share
+        self.by_length = torch.argsort(lengths, stable=True)
+
+    def share(self, step: int) -> float:
+        """The share of the questions, shortest first, the batch of `step` is drawn from."""
+        if step >= self.steps:
+            return 1.0
+        return self.start_share + (1.0 - self.start_share) * step / self.steps
+
+    def indices(self, step: int) -> torch.Tensor:
+        if step >= self.steps:
+            return self.after.indices(step - self.steps)
+        allowed = max(self.batch_size, int(round(self.share(step) * len(self.by_length))))
+        generator = np.random.default_rng((self.seed, 7_919, step))
+        return self.by_length[torch.from_numpy(generator.choice(allowed, self.batch_size, replace=False))]
+
+
 @torch.inference_mode()
 def evaluate_tensors(model: nn.Module, tensors: QuestionTensors, batch_size: int = 1024) -> FamilyScores:
     """Accuracy per family of `model` on every question of `tensors` (model left in eval mode)."""
