@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 from agents.commands import attack_bytes
 from clevr_game.cli_types import (
     MAX_ITEMS,
+    MAX_MINUTES,
     MAX_STEPS,
     MAX_WORKERS,
     check_memory,
+    float_in,
     int_in,
     int_list_in,
     output_folder,
-    positive_float,
 )
 from clevr_game.errors import InputError
 from players.guard import add_limit_options, limits_from_args
@@ -164,7 +165,7 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int_in(1, MAX_STEPS), default=None, help="training env steps per trial")
     p.add_argument("--out", type=output_folder, default="results")
     p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=2, help="local processes running trials")
-    p.add_argument("--max-minutes", type=positive_float, default=None,
+    p.add_argument("--max-minutes", type=float_in(0, MAX_MINUTES, above_lo=True), default=None,
                    help="start no trial after this many minutes (those under way finish and are recorded); "
                         "the same command continues the benchmark")
     p.add_argument("--ray", action="store_true", help="run trials as Ray tasks on a local Ray")
