@@ -4,7 +4,8 @@ The record in tests/data/pinned_trial.json was written by this test's trial befo
 the game's move was split into public stages; any refactor of the game, the
 referees or the adversary must leave it unchanged, field for field. Fields were only
 ever added to it (the search's and random valid moves' per-item results, for the
-robustness card), each addition checked to leave every earlier field as it was.
+robustness card; the blind baseline's own-scene and other-scene accuracy), each addition
+checked to leave every earlier field as it was.
 """
 
 from __future__ import annotations
