@@ -145,7 +145,7 @@ def add_benchmark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", choices=list(PRESETS), default="quick",
                    help="quick: minutes on 2 cores; paper: the shipped players at the paper's scale; table2: the "
                         "paper's Table 2 experiment on every player, state and pixel adversaries, 10/5/3 mini-games "
-                        "of sizes 10/100/1000 x 2 seeds, 500 steps per item (about 16 hours on 2 cores, estimated; "
+                        "of sizes 10/100/1000 x 2 seeds, 500 steps per item (about 22 hours on 2 cores, estimated; "
                         "docs/table2.md); table2-full: the same at 30 seeds, for a Ray cluster; table2-pilot: the "
                         "design results/table2 was made with (about 1.2 hours)")
     p.add_argument("--clevr-templates", default=None, metavar="DIR",

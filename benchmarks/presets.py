@@ -13,12 +13,12 @@ scene). `table2-full` is the same design at the paper's 30 seeds, for a Ray clus
 
 How long `table2` takes (`estimated_hours`): sizes 10 and 100 are the standard
 cards' measured trial times (results/leaderboard/*/trials.jsonl, the same budget per
-trial), averaged over the players of a kind and their adversaries; size 1000 is ten
-times size 100 (ten times the steps and items), an extrapolation until its first
-trials are measured. With the object-transformer that is about 32 hours of trial
-time, about 16 hours on two cores, two thirds of it the size-1000 trials of the image
-players: a run of several `--max-minutes` pieces, each resuming at the first missing
-trial.
+trial), averaged over the players of a kind and their adversaries. Size 1000: for an
+image player film's one measured trial (pixel adversary, every baseline: 2,482 s),
+for a state player ten times size 100 (state-transformer's measured trial: 376 s).
+With the object-transformer that is about 44 hours of trial time, about 22 hours on
+two cores, three quarters of it the size-1000 trials of the image players: a run of
+several `--max-minutes` pieces, each resuming at the first missing trial.
 
 `table2-pilot` is the design `results/table2/` was made with (3 / 2 / 1 mini-games,
 2,000 / 500 / 50 steps per item, two questions per scene, visibility for image
@@ -109,12 +109,14 @@ TABLE2_POOL_SCENES = 3_600
 """One question per scene: 10 x 10 + 5 x 100 + 3 x 1000 items, every mini-game on scenes of its own."""
 
 TABLE2_TRIAL_TIMES = (
-    # The standard cards (results/leaderboard, 2 cores with another job beside): state-transformer and state-rn;
-    # neuro-symbolic and object-transformer, both adversaries. Size 1000: ten times size 100, extrapolated.
+    # Sizes 10 and 100: the standard cards (results/leaderboard, 2 cores with another job beside), state-transformer
+    # and state-rn; neuro-symbolic and object-transformer, both adversaries. Size 1000, state: ten times size 100
+    # (state-transformer's one measured trial, every baseline included, took 376 s); pixel: film's one measured
+    # trial, pixel adversary and every baseline (2,482 s: training 25.5 min, evaluation 6, search 10).
     TrialTime("state", 10, 5_000, 3.6), TrialTime("state", 100, 50_000, 57.7),
     TrialTime("state", 1000, 500_000, 577.0),
     TrialTime("pixel", 10, 5_000, 15.8), TrialTime("pixel", 100, 50_000, 159.2),
-    TrialTime("pixel", 1000, 500_000, 1592.0),
+    TrialTime("pixel", 1000, 500_000, 2482.0),
 )
 TABLE2_PILOT_BUDGETS = (SizeBudget(10, 3, 2, 20_000, search_budget=20),
                         SizeBudget(100, 2, 2, 50_000, eval_samples=16, search_budget=20),
