@@ -183,11 +183,11 @@ def blind_floor(records: list[dict]) -> list[dict]:
     same items. `from_scene` is how much of the accuracy comes from the scene at all; a
     player near zero answers from the question, and its drops say little.
     """
-    from scipy.stats import binomtest
+    from benchmarks.card.clean_blind import Accuracy
 
     first: dict[tuple[str, int, int], dict] = {}
     for record in _ok(records):
-        if "blind_accuracy" in record:
+        if record.get("blind_accuracy") is not None:
             key = (record["player"], record["size"], record["minigame"])
             if key not in first or record["seed"] < first[key]["seed"]:
                 first[key] = record
@@ -200,15 +200,13 @@ def blind_floor(records: list[dict]) -> list[dict]:
         cell["minigames"] += 1
     rows = []
     for player, cell in sorted(pooled.items()):
+        if not cell["answered"]:
+            continue
         entry = {"player": player, "minigames": cell["minigames"], "items": cell["answered"]}
         for name in ("own", "blind"):
-            test = binomtest(cell[name], cell["answered"]) if cell["answered"] else None
-            ci = test.proportion_ci(0.95, method="wilson") if test else None
-            entry[name] = {"value": round(cell[name] / cell["answered"], 6) if cell["answered"] else None,
-                           "low": round(float(ci.low), 6) if ci else None,
-                           "high": round(float(ci.high), 6) if ci else None}
-        entry["from_scene"] = (round((cell["own"] - cell["blind"]) / cell["answered"], 6)
-                               if cell["answered"] else None)
+            figure = Accuracy(cell[name], cell["answered"], 0).to_json()
+            entry[name] = {key: figure[key] for key in ("value", "low", "high")}
+        entry["from_scene"] = round((cell["own"] - cell["blind"]) / cell["answered"], 6)
         rows.append(entry)
     return rows
 

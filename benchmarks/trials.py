@@ -18,6 +18,8 @@ import shutil
 import time
 import traceback
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -359,23 +361,29 @@ def size_histograms(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
             for kind, by_name in sizes.items()}
 
 
-def _search(trial: dict[str, Any]) -> dict[str, float]:
-    from agents.attack import PlayerFailedRun
-    from agents.search import SearchAdversary
-    from envs.game import Game
+@contextmanager
+def _minigame_player(trial: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """The trial's mini-game as an item pool, and its player loaded with the trial's limits (closed after)."""
     from envs.items import ItemPool, load_items
     from envs.minigames import MiniGames
-    from players.guard import PlayerGaveUp
     from players.registry import load_guarded
 
     items = load_items(trial["items"])
-    games = MiniGames.load(trial["minigames_file"])
-    chosen = games.indices([it.item_id for it in items], trial["minigame"])
-    pool = ItemPool([items[i] for i in chosen])
+    chosen = MiniGames.load(trial["minigames_file"]).indices([it.item_id for it in items], trial["minigame"])
     with load_guarded(trial["player"], timeout_s=trial.get("player_timeout"),
                       startup_timeout_s=trial.get("player_startup_timeout"),
                       max_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
                       player_input=trial_input(trial)) as player:
+        yield ItemPool([items[i] for i in chosen]), player
+
+
+def _search(trial: dict[str, Any]) -> dict[str, float]:
+    from agents.attack import PlayerFailedRun
+    from agents.search import SearchAdversary
+    from envs.game import Game
+    from players.guard import PlayerGaveUp
+
+    with _minigame_player(trial) as (pool, player):
         game = Game(pool, player, check_visibility=trial.get("check_visibility"))
         search = SearchAdversary(game, budget=trial["search_budget"], strategy="greedy", seed=trial["seed"])
         try:
@@ -407,28 +415,22 @@ def _clean_and_blind(trial: dict[str, Any]) -> dict[str, Any]:
     """The player's accuracy on the mini-game's items, with their own scenes and with other items' scenes.
 
     The blind figure (benchmarks.card.clean_blind) says how much of the player's accuracy
-    comes from the scene at all: a drop of a player that barely looks says little.
+    comes from the scene at all: a drop of a player that barely looks says little. A
+    mini-game whose items all share one scene has no other scene to ask about: its record
+    says so instead of failing the trial.
     """
     from agents.attack import PlayerFailedRun
     from benchmarks.card.clean_blind import clean_and_blind
     from envs.game import Game
-    from envs.items import ItemPool, load_items
-    from envs.minigames import MiniGames
     from players.guard import PlayerGaveUp
-    from players.registry import load_guarded
 
-    items = load_items(trial["items"])
-    chosen = [items[i] for i in MiniGames.load(trial["minigames_file"]).indices(
-        [it.item_id for it in items], trial["minigame"])]
-    pool = ItemPool(chosen)
-    with load_guarded(trial["player"], timeout_s=trial.get("player_timeout"),
-                      startup_timeout_s=trial.get("player_startup_timeout"),
-                      max_failures=trial.get("max_player_failures", DEFAULT_MAX_FAILURES),
-                      player_input=trial_input(trial)) as player:
+    with _minigame_player(trial) as (pool, player):
+        if len({id(item.scene) for item in pool.items}) < 2:
+            return {"blind_accuracy": None, "blind_skipped": "every item of the mini-game is about one scene"}
         visibility = trial.get("check_visibility")
         try:
             clean, blind = clean_and_blind(Game(pool, player, check_visibility=visibility),
-                                           Game(pool, player.player, check_visibility=visibility), chosen,
+                                           Game(pool, player.player, check_visibility=visibility), pool.items,
                                            trial["seed"])
         except PlayerGaveUp as exc:
             raise PlayerFailedRun(f"blind baseline: {exc}", player.count) from None

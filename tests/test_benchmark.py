@@ -99,6 +99,20 @@ def test_the_benchmark_command_says_it_stopped_and_continues(setup, tmp_path, ca
     assert "## Accuracy and its floor" in report and "| blind | 1 | 10 |" in report
 
 
+def test_a_minigame_on_one_scene_records_why_it_has_no_blind_baseline(tmp_path):
+    from benchmarks.runner import prepare
+    from benchmarks.table2 import blind_floor
+    from benchmarks.trials import _clean_and_blind
+
+    generate_dataset(tmp_path / "items", 1, 12, seed=5, progress=False)  # twelve questions about one scene
+    plan = Plan(players=["oracle"], items=str(tmp_path / "items"), sizes=[10], minigames=1, seeds=1, steps=64,
+                out=str(tmp_path / "out"))
+    prepare(plan)
+    record = _clean_and_blind(plan.trials()[0])
+    assert record == {"blind_accuracy": None, "blind_skipped": "every item of the mini-game is about one scene"}
+    assert blind_floor([{"player": "oracle", "size": 10, "minigame": 0, "seed": 0, **record}]) == []
+
+
 # A subprocess player that waits at a gate: while HOLD exists it writes its pid to ARRIVED and blocks;
 # then it answers "yes" to every query. Its first start marks a known point of the benchmark.
 GATE_PLAYER = """
